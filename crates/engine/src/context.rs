@@ -1,0 +1,195 @@
+//! The run context a step works through: typed state, events to other steps, events to the
+//! stream, journaled side effects and durable waits. Everything but journaled results is
+//! buffered and committed with the step, in one transaction.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+
+use crate::error::StepError;
+use crate::event::{Envelope, Event};
+use crate::store::{Lease, RunStore};
+
+/// What the executor hands a step besides its event and state.
+#[derive(Clone)]
+pub struct CtxParts {
+    pub store: Arc<dyn RunStore>,
+    pub lease: Lease,
+    pub workflow: String,
+    pub step: &'static str,
+    /// The id of the pending event being handled: the scope of the step's journal keys.
+    pub scope: i64,
+    pub attempt: u32,
+    pub deadline: Option<Instant>,
+}
+
+/// Everything a step produced, for the commit.
+#[derive(Debug, Default)]
+pub struct StepEffects {
+    pub state: Option<Value>,
+    pub stream: Vec<Envelope>,
+    pub sent: Vec<(String, Value)>,
+    pub stop: Option<Envelope>,
+    pub mailbox_consumed: Vec<i64>,
+    pub error: Option<String>,
+}
+
+struct Buffers<S> {
+    state: S,
+    state_dirty: bool,
+    effects: StepEffects,
+}
+
+/// The context of one step execution. Cheap to clone; clones share buffers, so a step may
+/// hand it to tasks it runs in parallel.
+pub struct Ctx<S> {
+    parts: Arc<CtxParts>,
+    buf: Arc<Mutex<Buffers<S>>>,
+}
+
+impl<S> Clone for Ctx<S> {
+    fn clone(&self) -> Self {
+        Ctx { parts: self.parts.clone(), buf: self.buf.clone() }
+    }
+}
+
+impl<S: Serialize + Clone> Ctx<S> {
+    pub(crate) fn new(parts: CtxParts, state: S) -> Self {
+        Ctx {
+            parts: Arc::new(parts),
+            buf: Arc::new(Mutex::new(Buffers {
+                state,
+                state_dirty: false,
+                effects: StepEffects::default(),
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Buffers<S>> {
+        // A panic while holding this lock cannot leave the buffers half-written in a way that
+        // matters: the step's effects are discarded on panic anyway.
+        self.buf.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn into_effects(self) -> StepEffects {
+        let mut b = self.lock();
+        let mut effects = std::mem::take(&mut b.effects);
+        if b.state_dirty {
+            match serde_json::to_value(&b.state) {
+                Ok(v) => effects.state = Some(v),
+                Err(e) => effects.error = Some(format!("state does not serialize: {e}")),
+            }
+        }
+        effects
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.parts.lease.run_id
+    }
+
+    pub fn workflow(&self) -> &str {
+        &self.parts.workflow
+    }
+
+    pub fn step_name(&self) -> &'static str {
+        self.parts.step
+    }
+
+    /// 1 on the first try of this step invocation, 2 on its first retry, and so on.
+    pub fn attempt(&self) -> u32 {
+        self.parts.attempt
+    }
+
+    /// Time left before the run's global deadline.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.parts.deadline.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// A copy of the run's state as this step sees it.
+    pub fn state(&self) -> S {
+        self.lock().state.clone()
+    }
+
+    /// Changes the run's state; the change is committed with the step.
+    pub fn edit_state<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
+        let mut b = self.lock();
+        b.state_dirty = true;
+        f(&mut b.state)
+    }
+
+    /// Sends an event to the step that accepts its type (after this step commits).
+    pub fn send<E: Event>(&self, event: E) -> Result<(), StepError> {
+        let payload = serde_json::to_value(&event)?;
+        self.lock().effects.sent.push((E::TYPE.to_string(), payload));
+        Ok(())
+    }
+
+    /// Writes an event to the run's stream (committed with the step, numbered in order).
+    pub fn write_stream<E: Event>(&self, event: &E) -> Result<(), StepError> {
+        let env = Envelope::of(event)?;
+        self.lock().effects.stream.push(env);
+        Ok(())
+    }
+
+    /// Ends the run with `result` as its stop event, streamed last.
+    pub fn stop<E: Event>(&self, result: &E) -> Result<(), StepError> {
+        let env = Envelope::of(result)?;
+        self.lock().effects.stop = Some(env);
+        Ok(())
+    }
+
+    /// A stable key for an external call, for services that deduplicate by idempotency key.
+    pub fn idempotency_key(&self, key: &str) -> String {
+        format!("{}:{}:{}", self.parts.lease.run_id, self.parts.scope, key)
+    }
+
+    /// Runs a side effect once: if a result is journaled under `key` for this step invocation,
+    /// it is returned without running `f`; otherwise `f` runs and its result is journaled
+    /// before being returned. Errors are not journaled: the step fails and is retried.
+    pub async fn run<T, E, F, Fut>(&self, key: &str, f: F) -> Result<T, StepError>
+    where
+        T: Serialize + DeserializeOwned,
+        E: std::fmt::Display,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let p = &self.parts;
+        if let Some(v) = p.store.journal_get(&p.lease.run_id, p.scope, key).await? {
+            return serde_json::from_value(v).map_err(|e| {
+                StepError::Failed(format!("journaled result of '{key}' no longer fits: {e}"))
+            });
+        }
+        let value = f().await.map_err(|e| StepError::Failed(format!("{key}: {e}")))?;
+        let json = serde_json::to_value(&value)?;
+        let stored = p.store.journal_put(&p.lease, p.scope, key, &json).await?;
+        if stored == json {
+            Ok(value)
+        } else {
+            Ok(serde_json::from_value(stored)?)
+        }
+    }
+
+    /// Returns the oldest undelivered external event of type `E`, consuming it when the step
+    /// commits. If none has arrived, the step ends here and the run is parked, holding no
+    /// task or memory, until one arrives; then the step runs again from the top.
+    pub async fn wait_for<E: Event>(&self) -> Result<E, StepError> {
+        let p = &self.parts;
+        let view = p.store.mailbox_peek(&p.lease.run_id, E::TYPE).await?;
+        match view.message {
+            Some((id, payload)) => {
+                let event: E = serde_json::from_value(payload).map_err(|e| {
+                    StepError::Failed(format!("undecodable {} in mailbox: {e}", E::TYPE))
+                })?;
+                self.lock().effects.mailbox_consumed.push(id);
+                Ok(event)
+            }
+            None => Err(StepError::Suspend {
+                event_type: E::TYPE.to_string(),
+                mailbox_seq: view.mailbox_seq,
+            }),
+        }
+    }
+}

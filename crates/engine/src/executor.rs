@@ -1,0 +1,505 @@
+//! The executor: claims runs through leases and drives them step by step.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::{Notify, broadcast, watch};
+use tracing::{debug, info, warn};
+
+use crate::context::CtxParts;
+use crate::error::{EngineError, StepError};
+use crate::event::{
+    Envelope, ExceptionInfo, WorkflowCancelledEvent, WorkflowFailedEvent, WorkflowTimedOutEvent,
+};
+use crate::store::{
+    CancelOutcome, DeliverOutcome, Lease, NewMessage, NewRun, RunRecord, RunStatus, RunStore,
+    StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
+};
+use crate::workflow::ErasedWorkflow;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Identifies this process in leases. Keep it stable across restarts of the same process
+    /// so a restart takes its runs back at once.
+    pub owner: String,
+    pub lease_ttl: Duration,
+    /// How often idle workers look for runnable runs made by other processes.
+    pub poll_interval: Duration,
+    pub max_concurrent_runs: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            owner: format!("fathom-{}", crate::new_id()),
+            lease_ttl: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(250),
+            max_concurrent_runs: 16,
+        }
+    }
+}
+
+/// Something happened to a run: new stream events up to `last_seq`, or a status change.
+#[derive(Debug, Clone)]
+pub struct RunNotice {
+    pub run_id: String,
+    pub last_seq: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    pub run_id: Option<String>,
+    /// Overrides the workflow's run timeout.
+    pub timeout: Option<Duration>,
+}
+
+/// Registered workflows, a store, and the worker loop that drives runs.
+pub struct Engine {
+    store: Arc<dyn RunStore>,
+    workflows: HashMap<String, Arc<dyn ErasedWorkflow>>,
+    config: EngineConfig,
+    wake: Notify,
+    active: Mutex<HashSet<String>>,
+    notices: broadcast::Sender<RunNotice>,
+}
+
+impl Engine {
+    pub fn new(store: Arc<dyn RunStore>, config: EngineConfig) -> Self {
+        Engine {
+            store,
+            workflows: HashMap::new(),
+            config,
+            wake: Notify::new(),
+            active: Mutex::new(HashSet::new()),
+            notices: broadcast::channel(1024).0,
+        }
+    }
+
+    pub fn register(mut self, wf: Arc<dyn ErasedWorkflow>) -> Self {
+        self.workflows.insert(wf.name().to_string(), wf);
+        self
+    }
+
+    pub fn store(&self) -> &Arc<dyn RunStore> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn workflow(&self, name: &str) -> Option<&Arc<dyn ErasedWorkflow>> {
+        self.workflows.get(name)
+    }
+
+    pub fn workflow_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.workflows.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Notices of new events and status changes made by this process.
+    pub fn subscribe(&self) -> broadcast::Receiver<RunNotice> {
+        self.notices.subscribe()
+    }
+
+    fn notify(&self, run_id: &str, last_seq: Option<i64>) {
+        let _ = self.notices.send(RunNotice { run_id: run_id.to_string(), last_seq });
+    }
+
+    /// Creates a run with `start` as its first event. The run is driven by whichever worker
+    /// claims it first.
+    pub async fn start(
+        &self,
+        workflow: &str,
+        start: Value,
+        opts: StartOptions,
+    ) -> Result<RunRecord, EngineError> {
+        let wf = self
+            .workflows
+            .get(workflow)
+            .ok_or_else(|| EngineError::UnknownWorkflow(workflow.to_string()))?;
+        wf.validate_start(&start).map_err(|reason| EngineError::InvalidStart {
+            workflow: workflow.to_string(),
+            reason,
+        })?;
+        let timeout = opts.timeout.or(wf.run_timeout());
+        let id = opts.run_id.unwrap_or_else(crate::new_id);
+        let run = self
+            .store
+            .create_run(NewRun {
+                id: id.clone(),
+                workflow: workflow.to_string(),
+                state: wf.initial_state(),
+                start_type: wf.start_type().to_string(),
+                start_payload: start,
+                deadline_at: timeout.map(|t| now_ms() + t.as_millis() as i64),
+            })
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict(_) => EngineError::RunExists(id.clone()),
+                other => other.into(),
+            })?;
+        self.wake.notify_one();
+        Ok(run)
+    }
+
+    /// Delivers an external event to a run's durable mailbox. It is kept until a step waits
+    /// for it, even if it arrives first; the same idempotency key applies once.
+    pub async fn send(
+        &self,
+        run_id: &str,
+        event_type: &str,
+        payload: Value,
+        idempotency_key: Option<String>,
+    ) -> Result<DeliverOutcome, EngineError> {
+        let run = self
+            .store
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| EngineError::UnknownRun(run_id.to_string()))?;
+        if run.status.is_terminal() {
+            return Err(EngineError::RunTerminal(run.status.as_str()));
+        }
+        let wf = self
+            .workflows
+            .get(&run.workflow)
+            .ok_or_else(|| EngineError::UnknownWorkflow(run.workflow.clone()))?;
+        match wf.validate_external(event_type, &payload) {
+            None => {
+                return Err(EngineError::UnknownEventType {
+                    given: event_type.to_string(),
+                    expected: wf.external_types().join(", "),
+                });
+            }
+            Some(Err(reason)) => {
+                return Err(EngineError::InvalidEvent { event_type: event_type.to_string(), reason });
+            }
+            Some(Ok(())) => {}
+        }
+        let outcome = self
+            .store
+            .deliver(
+                run_id,
+                NewMessage { event_type: event_type.to_string(), payload, idempotency_key },
+            )
+            .await?;
+        match &outcome {
+            DeliverOutcome::RunNotFound => return Err(EngineError::UnknownRun(run_id.into())),
+            DeliverOutcome::RunTerminal(s) => return Err(EngineError::RunTerminal(s.as_str())),
+            _ => {}
+        }
+        self.wake.notify_one();
+        Ok(outcome)
+    }
+
+    /// Cancels a run: it stops at its next commit, and a `WorkflowCancelledEvent` ends its
+    /// stream.
+    pub async fn cancel(&self, run_id: &str) -> Result<CancelOutcome, EngineError> {
+        let env = Envelope::of(&WorkflowCancelledEvent {}).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let outcome = self.store.cancel_run(run_id, env).await?;
+        self.notify(run_id, None);
+        Ok(outcome)
+    }
+
+    /// Drives runs until `shutdown` turns true. Frees this owner's leases from an earlier
+    /// incarnation first, so a restarted process carries on with its runs at once.
+    pub async fn run_worker(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        match self.store.release_owner(&self.config.owner).await {
+            Ok(n) if n > 0 => info!(owner = %self.config.owner, runs = n, "took back runs after restart"),
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "could not release stale leases"),
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            while tasks.try_join_next().is_some() {}
+            let mut claimed_any = false;
+            while tasks.len() < self.config.max_concurrent_runs {
+                let exclude: Vec<String> = self.active_runs();
+                match self
+                    .store
+                    .claim_next(&self.config.owner, self.lease_ttl_ms(), &exclude)
+                    .await
+                {
+                    Ok(Some((run, lease))) => {
+                        claimed_any = true;
+                        self.active.lock().unwrap_or_else(|p| p.into_inner()).insert(run.id.clone());
+                        let me = self.clone();
+                        tasks.spawn(async move {
+                            let id = lease.run_id.clone();
+                            me.drive(run, lease).await;
+                            me.active.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                            me.wake.notify_one();
+                        });
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        warn!(error = %e, "claim failed");
+                        break;
+                    }
+                }
+            }
+            if claimed_any {
+                continue;
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(self.config.poll_interval) => {}
+                _ = shutdown.changed() => {}
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        // Let runs in flight stop at their next step boundary; their leases expire or are
+        // taken back by the next incarnation.
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+
+    fn active_runs(&self) -> Vec<String> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    }
+
+    fn lease_ttl_ms(&self) -> i64 {
+        self.config.lease_ttl.as_millis() as i64
+    }
+
+    /// Drives one claimed run until it finishes, parks, or the lease is lost.
+    async fn drive(self: &Arc<Self>, run: RunRecord, lease: Lease) {
+        let Some(wf) = self.workflows.get(&run.workflow).cloned() else {
+            // Another process may know this workflow; let it have the run.
+            warn!(run = %run.id, workflow = %run.workflow, "claimed a run of an unknown workflow");
+            let _ = self.store.release_lease(&lease).await;
+            return;
+        };
+        let (lost_tx, lost_rx) = watch::channel(false);
+        let heartbeat = tokio::spawn(heartbeat(
+            self.store.clone(),
+            lease.clone(),
+            self.config.lease_ttl,
+            lost_tx,
+        ));
+        let release = match self.drive_steps(&wf, &run, &lease, lost_rx).await {
+            Ok(release) => release,
+            Err(e) => {
+                warn!(run = %run.id, error = %e, "stopped driving run");
+                true
+            }
+        };
+        heartbeat.abort();
+        if release {
+            let _ = self.store.release_lease(&lease).await;
+        }
+        self.notify(&run.id, None);
+    }
+
+    /// Returns whether the lease should be released (false when it is already gone).
+    async fn drive_steps(
+        self: &Arc<Self>,
+        wf: &Arc<dyn ErasedWorkflow>,
+        first: &RunRecord,
+        lease: &Lease,
+        lost: watch::Receiver<bool>,
+    ) -> Result<bool, StoreError> {
+        let deadline = first.deadline_at.map(|at| {
+            Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64)
+        });
+        loop {
+            if *lost.borrow() {
+                return Ok(false);
+            }
+            let Some(run) = self.store.get_run(&lease.run_id).await? else {
+                return Ok(false);
+            };
+            if run.status != RunStatus::Running {
+                return Ok(true);
+            }
+            let Some(pending) = self.store.next_pending(&run.id).await? else {
+                self.fail_run(lease, &run, "workflow", "no step sent an event or stopped the run", 1, 0.0)
+                    .await?;
+                return Ok(false);
+            };
+            let Some((step, step_timeout, retry)) = wf.step_for(&pending.event_type) else {
+                let msg = format!("no step accepts {}", pending.event_type);
+                self.fail_run(lease, &run, "workflow", &msg, 1, 0.0).await?;
+                return Ok(false);
+            };
+            if let Some(d) = deadline
+                && Instant::now() >= d
+            {
+                self.time_out(lease, &run, step).await?;
+                return Ok(false);
+            }
+            let attempt = pending.attempts as u32 + 1;
+            let parts = CtxParts {
+                store: self.store.clone(),
+                lease: lease.clone(),
+                workflow: run.workflow.clone(),
+                step,
+                scope: pending.id,
+                attempt,
+                deadline,
+            };
+            let limit = match deadline {
+                Some(d) => step_timeout.min(d.saturating_duration_since(Instant::now())),
+                None => step_timeout,
+            };
+            let started = Instant::now();
+            let started_at = now_ms();
+            debug!(run = %run.id, step, attempt, "step start");
+            let fut = wf.run_step(parts, &pending.event_type, pending.payload.clone(), run.state.clone());
+            let mut lost_wait = lost.clone();
+            let outcome = tokio::select! {
+                r = tokio::time::timeout(limit, fut) => r,
+                _ = lost_wait.wait_for(|l| *l) => return Ok(false),
+            };
+            let (result, effects) = match outcome {
+                Ok(pair) => pair,
+                Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    self.time_out(lease, &run, step).await?;
+                    return Ok(false);
+                }
+                Err(_) => (
+                    Err(StepError::Failed(format!("step timed out after {:.1}s", limit.as_secs_f64()))),
+                    Default::default(),
+                ),
+            };
+            let result = match (result, &effects.error) {
+                (Ok(()), Some(e)) => Err(StepError::Failed(e.clone())),
+                (r, _) => r,
+            };
+            match result {
+                Ok(()) => {
+                    let outcome = match effects.stop.clone() {
+                        Some(env) => StepOutcome::Completed(env),
+                        None => StepOutcome::Continue,
+                    };
+                    let done = !matches!(outcome, StepOutcome::Continue);
+                    let commit = StepCommit {
+                        consumed: Some(pending.id),
+                        step: step.to_string(),
+                        attempt: attempt as i64,
+                        started_at,
+                        state: effects.state,
+                        stream: effects.stream,
+                        sent: effects.sent,
+                        mailbox_consumed: effects.mailbox_consumed,
+                        outcome,
+                    };
+                    let seqs = self.store.commit_step(lease, commit).await?;
+                    self.notify(&run.id, seqs.last().copied());
+                    if done {
+                        return Ok(false);
+                    }
+                }
+                Err(StepError::Suspend { event_type, mailbox_seq }) => {
+                    match self.store.suspend(lease, &event_type, mailbox_seq).await? {
+                        SuspendOutcome::Suspended => {
+                            debug!(run = %run.id, step, %event_type, "parked");
+                            self.notify(&run.id, None);
+                            return Ok(false);
+                        }
+                        SuspendOutcome::MailArrived => continue,
+                    }
+                }
+                Err(StepError::LeaseLost) => return Ok(false),
+                Err(err @ (StepError::Failed(_) | StepError::Store(_))) => {
+                    let msg = err.to_string();
+                    if attempt < retry.max_attempts {
+                        warn!(run = %run.id, step, attempt, error = %msg, "step failed; retrying");
+                        self.store.record_attempt_failure(lease, pending.id, &msg).await?;
+                        let mut lost_wait = lost.clone();
+                        tokio::select! {
+                            _ = tokio::time::sleep(retry.backoff(attempt + 1)) => {}
+                            _ = lost_wait.wait_for(|l| *l) => return Ok(false),
+                        }
+                    } else {
+                        warn!(run = %run.id, step, attempt, error = %msg, "step failed; run failed");
+                        let elapsed = started.elapsed().as_secs_f64();
+                        self.fail_run(lease, &run, step, &msg, attempt, elapsed).await?;
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn fail_run(
+        &self,
+        lease: &Lease,
+        run: &RunRecord,
+        step: &str,
+        message: &str,
+        attempts: u32,
+        elapsed_seconds: f64,
+    ) -> Result<(), StoreError> {
+        let event = Envelope::of(&WorkflowFailedEvent {
+            step_name: step.to_string(),
+            exception: ExceptionInfo {
+                exception_type: "StepError".to_string(),
+                exception_message: message.to_string(),
+            },
+            attempts,
+            elapsed_seconds,
+        })
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        self.finish(lease, run, step, StepOutcome::Failed { error: message.to_string(), event }).await
+    }
+
+    async fn time_out(&self, lease: &Lease, run: &RunRecord, step: &str) -> Result<(), StoreError> {
+        let timeout = run.deadline_at.map(|d| (d - run.created_at) as f64 / 1000.0).unwrap_or(0.0);
+        let event = Envelope::of(&WorkflowTimedOutEvent { timeout, active_steps: vec![step.to_string()] })
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let error = format!("run timed out after {timeout:.1}s in step {step}");
+        self.finish(lease, run, step, StepOutcome::Failed { error, event }).await
+    }
+
+    async fn finish(
+        &self,
+        lease: &Lease,
+        run: &RunRecord,
+        step: &str,
+        outcome: StepOutcome,
+    ) -> Result<(), StoreError> {
+        let commit = StepCommit {
+            consumed: None,
+            step: step.to_string(),
+            attempt: 0,
+            started_at: now_ms(),
+            state: None,
+            stream: Vec::new(),
+            sent: Vec::new(),
+            mailbox_consumed: Vec::new(),
+            outcome,
+        };
+        let seqs = self.store.commit_step(lease, commit).await?;
+        self.notify(&run.id, seqs.last().copied());
+        Ok(())
+    }
+}
+
+/// Renews the lease every third of its lifetime; reports loss so the step is abandoned.
+async fn heartbeat(
+    store: Arc<dyn RunStore>,
+    lease: Lease,
+    ttl: Duration,
+    lost: watch::Sender<bool>,
+) {
+    let ttl_ms = ttl.as_millis() as i64;
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        match store.renew_lease(&lease, ttl_ms).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let _ = lost.send(true);
+                return;
+            }
+            // A transient failure: try again; the lease still has two thirds of its life.
+            Err(e) => warn!(run = %lease.run_id, error = %e, "lease renewal failed"),
+        }
+    }
+}

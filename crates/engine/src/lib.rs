@@ -1,0 +1,77 @@
+//! # fathom-engine: durable, event-driven workflow execution
+//!
+//! A [`Workflow`] is a set of typed steps, each run for every event of the type it accepts. A
+//! run starts with a start event; steps change the run's typed state through
+//! [`Ctx::edit_state`], send events to other steps with [`Ctx::send`], write events to the
+//! run's stream with [`Ctx::write_stream`], make side-effect calls through [`Ctx::run`], wait for
+//! external events with [`Ctx::wait_for`], and end the run with [`Ctx::stop`]. The [`Engine`]
+//! drives runs; it knows no SQL and no HTTP, and reaches storage only through the traits in
+//! [`store`].
+//!
+//! ## Durability contract
+//!
+//! What a user may rely on, on every store that passes the conformance suite:
+//!
+//! 1. **A step commits atomically.** Its state change, the events it wrote to the stream (each
+//!    given the next per-run sequence number), the events it sent to other steps, the mailbox
+//!    messages it consumed, the consumption of its own input event and its step-journal record
+//!    are written in one transaction. A crash leaves all of it or none of it.
+//! 2. **Steps run at least once; their commits apply exactly once.** After a crash the step
+//!    that was in flight runs again from the top, against the state of the last commit.
+//! 3. **Side effects are journaled.** [`Ctx::run`] stores each call's result under
+//!    `(run, step invocation, key)` as soon as the call returns, fenced by the lease. When the
+//!    step runs again, every call whose result was stored returns it without running again.
+//!    A call interrupted between its effect and the journal write runs again: external effects
+//!    are at-least-once, and [`Ctx::idempotency_key`] gives a stable key to pass to services
+//!    that deduplicate.
+//! 4. **Runs are owned through leases with fencing tokens.** Claiming a run bumps its fence;
+//!    every write made while driving it names the fence, and the store refuses a write whose
+//!    fence is stale ([`store::StoreError::LeaseLost`]). A process that dies loses its leases
+//!    when they expire; a restarted process with the same owner id takes its runs back at once.
+//!    No run is stranded and no step commits twice.
+//! 5. **Waiting costs nothing.** A run waiting in [`Ctx::wait_for`] is parked: a row with no
+//!    lease, task or memory. An external event sent with [`Engine::send`] goes to a durable
+//!    mailbox; if it arrives before the run waits, it is kept; deliveries with the same
+//!    idempotency key apply once; when a step consumes one message of a type, the other
+//!    pending messages of that type are superseded in the same commit, so of two conflicting
+//!    decisions exactly one applies. Any process may deliver; any process may resume the run.
+//! 6. **The stream is a log.** Stream events are stored with gap-free per-run sequence numbers
+//!    starting at 0 and can be read from any point ([`store::RunStore::events_after`]).
+//! 7. **Time is bounded.** Each step has a timeout and a retry policy; each run may have a
+//!    wall-clock deadline, after which it ends with a `WorkflowTimedOutEvent`. Steps see the
+//!    time left through [`Ctx::remaining`] and can wrap up before it.
+//! 8. **Snapshots are idempotent.** [`store::CollectionStore::replace_where`] deletes the items
+//!    matching a filter and inserts their replacement in one transaction.
+//!
+//! Stream events are committed with their step, so a client sees a step's events when the
+//! step commits, never events of a step that is later run again.
+
+mod context;
+mod error;
+mod event;
+mod executor;
+pub mod store;
+mod workflow;
+
+pub use context::{Ctx, CtxParts, StepEffects};
+pub use error::{EngineError, StepError};
+pub use event::{
+    Envelope, Event, ExceptionInfo, StopEvent, WorkflowCancelledEvent, WorkflowFailedEvent,
+    WorkflowTimedOutEvent,
+};
+pub use executor::{Engine, EngineConfig, RunNotice, StartOptions};
+pub use workflow::{BoxFuture, ErasedWorkflow, RetryPolicy, StepOptions, Workflow, WorkflowState};
+
+/// A new 10-character id from the URL-safe alphabet, like the handler ids of the Python
+/// workflows server.
+pub fn new_id() -> String {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut n = uuid::Uuid::new_v4().as_u128();
+    (0..10)
+        .map(|_| {
+            let c = ALPHABET[(n % 62) as usize] as char;
+            n /= 62;
+            c
+        })
+        .collect()
+}

@@ -1,0 +1,46 @@
+//! Storage traits. The engine talks to its database only through these; `fathom-store`
+//! implements them on Postgres and SQLite, and one conformance suite holds both to them.
+
+mod artifacts;
+mod collections;
+mod runs;
+
+pub use artifacts::{Artifact, ArtifactMeta, ArtifactStore};
+pub use collections::{
+    AggregateGroup, AggregatePage, AggregateQuery, CollectionScope, CollectionStore, Condition,
+    Field, Filter, FilterError, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery,
+    TopLevelField, format_timestamp_ms, parse_timestamp_ms,
+};
+pub use runs::{
+    CancelOutcome, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent,
+    RunFilter, RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoredEvent,
+    SuspendOutcome,
+};
+
+/// Errors every store reports. Messages are safe to show: they never carry SQL text.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The caller's lease on the run is gone (expired and taken, cancelled, or finished): the
+    /// write was refused and nothing of it was applied.
+    #[error("lease on run {0} lost; write refused")]
+    LeaseLost(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("invalid input: {0}")]
+    Invalid(String),
+    /// The database failed; the detail is for logs, not for clients.
+    #[error("storage failure: {0}")]
+    Backend(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Milliseconds since the Unix epoch; every timestamp in storage uses it.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,250 @@
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::StoreResult;
+use crate::event::Envelope;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    /// Has work to do; claimable by any worker whose lease it is not under.
+    Running,
+    /// Suspended until an external event arrives; holds no lease, memory or task.
+    Waiting,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Waiting => "waiting",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => RunStatus::Running,
+            "waiting" => RunStatus::Waiting,
+            "completed" => RunStatus::Completed,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            _ => return None,
+        })
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    pub id: String,
+    pub workflow: String,
+    pub status: RunStatus,
+    pub state: Value,
+    /// The stop event's envelope once completed.
+    pub result: Option<Envelope>,
+    pub error: Option<String>,
+    pub waiting_for: Option<String>,
+    /// Sequence number the next streamed event will get.
+    pub next_seq: i64,
+    pub deadline_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub completed_at: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub id: String,
+    pub workflow: String,
+    pub state: Value,
+    pub start_type: String,
+    pub start_payload: Value,
+    pub deadline_at: Option<i64>,
+}
+
+/// Ownership of a run. Every write made while driving a run carries it; the store refuses
+/// the write when `fence` is no longer the run's current token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub run_id: String,
+    pub owner: String,
+    pub fence: i64,
+}
+
+/// An event sent to a step and not yet consumed by a committed step.
+#[derive(Debug, Clone)]
+pub struct PendingEvent {
+    pub id: i64,
+    pub event_type: String,
+    pub payload: Value,
+    /// Failed attempts recorded so far.
+    pub attempts: i64,
+}
+
+#[derive(Debug, Clone)]
+pub enum StepOutcome {
+    /// The run goes on with whatever events are pending.
+    Continue,
+    /// The run completed; the envelope is its result (also streamed as the last event).
+    Completed(Envelope),
+    /// The run failed; the envelope (a `WorkflowFailedEvent` or similar) is streamed last.
+    Failed { error: String, event: Envelope },
+}
+
+/// Everything one step produced. Applied in one transaction, or not at all.
+#[derive(Debug, Clone)]
+pub struct StepCommit {
+    /// The pending event the step consumed (None for run-level decisions such as a deadline).
+    pub consumed: Option<i64>,
+    pub step: String,
+    pub attempt: i64,
+    pub started_at: i64,
+    pub state: Option<Value>,
+    /// Events for the stream, in order; they get consecutive sequence numbers.
+    pub stream: Vec<Envelope>,
+    /// Events sent to other steps: (type, payload).
+    pub sent: Vec<(String, Value)>,
+    /// Mailbox messages the step consumed. Other pending messages of the same type are
+    /// superseded in the same transaction, so of two conflicting decisions exactly one applies.
+    pub mailbox_consumed: Vec<i64>,
+    pub outcome: StepOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SuspendOutcome {
+    Suspended,
+    /// A message arrived after the step looked: the run stays claimed, run the step again.
+    MailArrived,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub event_type: String,
+    pub payload: Value,
+    /// Deliveries with the same key apply once. None: every delivery is distinct.
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliverOutcome {
+    Accepted { message_id: i64 },
+    Duplicate { message_id: i64 },
+    RunNotFound,
+    RunTerminal(RunStatus),
+}
+
+#[derive(Debug, Clone)]
+pub struct MailboxView {
+    /// The oldest pending message of the asked type.
+    pub message: Option<(i64, Value)>,
+    /// The run's mailbox counter when looked at; a suspend is refused if it moved since.
+    pub mailbox_seq: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    Cancelled,
+    NotFound,
+    AlreadyTerminal(RunStatus),
+}
+
+#[derive(Debug, Clone)]
+pub struct StoredEvent {
+    pub seq: i64,
+    pub envelope: Envelope,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub workflows: Vec<String>,
+    pub statuses: Vec<RunStatus>,
+    pub limit: Option<i64>,
+}
+
+/// Runs, their step inbox, the call journal, the event log and the mailbox.
+#[async_trait]
+pub trait RunStore: Send + Sync + 'static {
+    /// Creates a run with its start event pending. Fails with `Conflict` if the id exists.
+    async fn create_run(&self, run: NewRun) -> StoreResult<RunRecord>;
+    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
+    async fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunRecord>>;
+    /// Deletes a run and everything recorded for it.
+    async fn delete_run(&self, id: &str) -> StoreResult<bool>;
+
+    /// Takes the lease of one running run that nobody holds (or whose lease expired), bumping
+    /// its fence. `exclude` lists runs this worker already drives.
+    async fn claim_next(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        exclude: &[String],
+    ) -> StoreResult<Option<(RunRecord, Lease)>>;
+    /// Takes the lease of one specific run if it is running and free.
+    async fn claim_run(
+        &self,
+        id: &str,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> StoreResult<Option<(RunRecord, Lease)>>;
+    /// Extends a lease; false when it was lost.
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> StoreResult<bool>;
+    async fn release_lease(&self, lease: &Lease) -> StoreResult<()>;
+    /// Frees every lease `owner` holds: a restarted process calls it to take its runs back at
+    /// once instead of waiting for expiry. Fences are bumped so a zombie cannot commit.
+    async fn release_owner(&self, owner: &str) -> StoreResult<u64>;
+
+    async fn next_pending(&self, run_id: &str) -> StoreResult<Option<PendingEvent>>;
+    /// Records a failed attempt of a step on its pending event (fenced).
+    async fn record_attempt_failure(
+        &self,
+        lease: &Lease,
+        pending_id: i64,
+        error: &str,
+    ) -> StoreResult<()>;
+    /// Applies a step's results atomically (fenced). Returns the sequence numbers given to its
+    /// stream events.
+    async fn commit_step(&self, lease: &Lease, commit: StepCommit) -> StoreResult<Vec<i64>>;
+    /// Parks the run until a message of `event_type` arrives, releasing the lease (fenced).
+    async fn suspend(
+        &self,
+        lease: &Lease,
+        event_type: &str,
+        seen_mailbox_seq: i64,
+    ) -> StoreResult<SuspendOutcome>;
+
+    async fn journal_get(&self, run_id: &str, scope: i64, key: &str) -> StoreResult<Option<Value>>;
+    /// Stores a call result (fenced). The first stored result for a key wins and is returned.
+    async fn journal_put(
+        &self,
+        lease: &Lease,
+        scope: i64,
+        key: &str,
+        value: &Value,
+    ) -> StoreResult<Value>;
+
+    async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome>;
+    async fn mailbox_peek(&self, run_id: &str, event_type: &str) -> StoreResult<MailboxView>;
+
+    /// Stream events with `seq > after`, oldest first, at most `limit`.
+    async fn events_after(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<StoredEvent>>;
+
+    /// Cancels a running or waiting run and streams a `WorkflowCancelledEvent`.
+    async fn cancel_run(&self, id: &str, cancelled: Envelope) -> StoreResult<CancelOutcome>;
+}
