@@ -1,1 +1,191 @@
-pub fn x(){}
+//! # fathom-store: the engine's storage on Postgres and SQLite
+//!
+//! One implementation, [`SqlStore`], serves both databases through sqlx's `Any` driver: the SQL
+//! is shared, and the few places where the dialects differ (row locking, JSON access, write
+//! transactions) are isolated in [`dialect`]. Migrations for each database are embedded and
+//! applied by [`SqlStore::connect`].
+
+mod artifacts;
+mod collections;
+pub mod dialect;
+mod runs;
+mod sql;
+
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use fathom_engine::store::{StoreError, StoreResult};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, Executor};
+
+pub use dialect::Dialect;
+
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+/// Counters a benchmark or operator can read.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    /// Write transactions committed (each step commit, journal write, delivery... is one).
+    pub commits: AtomicU64,
+}
+
+/// The engine's storage over one database.
+#[derive(Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    dialect: Dialect,
+    stats: Arc<StoreStats>,
+}
+
+impl std::fmt::Debug for SqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore").field("dialect", &self.dialect).finish()
+    }
+}
+
+/// How to reach a database: a `postgres://` URL, a `sqlite:` URL, or a plain file path
+/// (taken as SQLite).
+#[derive(Debug, Clone)]
+pub struct DatabaseTarget {
+    pub url: String,
+    pub dialect: Dialect,
+}
+
+impl DatabaseTarget {
+    pub fn parse(s: &str) -> StoreResult<Self> {
+        let s = s.trim();
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return Ok(DatabaseTarget { url: s.to_string(), dialect: Dialect::Postgres });
+        }
+        if s.starts_with("sqlite:") {
+            return Ok(DatabaseTarget { url: s.to_string(), dialect: Dialect::Sqlite });
+        }
+        if s.contains("://") {
+            return Err(StoreError::Invalid(format!(
+                "unsupported database URL '{}': use postgres://... or a SQLite file path",
+                s.split("://").next().unwrap_or_default()
+            )));
+        }
+        if s.is_empty() {
+            return Err(StoreError::Invalid("empty database path".into()));
+        }
+        Ok(DatabaseTarget { url: format!("sqlite://{s}?mode=rwc"), dialect: Dialect::Sqlite })
+    }
+
+    /// The SQLite file this target names, if any.
+    pub fn sqlite_path(&self) -> Option<&str> {
+        if self.dialect != Dialect::Sqlite {
+            return None;
+        }
+        let rest = self.url.strip_prefix("sqlite://").or_else(|| self.url.strip_prefix("sqlite:"))?;
+        Some(rest.split('?').next().unwrap_or(rest))
+    }
+}
+
+impl SqlStore {
+    /// Connects, creating a SQLite file (and its folder) if needed, and applies migrations.
+    pub async fn connect(database: &str) -> StoreResult<Self> {
+        sqlx::any::install_default_drivers();
+        let target = DatabaseTarget::parse(database)?;
+        if let Some(path) = target.sqlite_path()
+            && path != ":memory:"
+            && let Some(dir) = Path::new(path).parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Invalid(format!("cannot create database folder {}: {e}", dir.display()))
+            })?;
+        }
+        let options = AnyConnectOptions::from_str(&target.url)
+            .map_err(|e| StoreError::Invalid(format!("bad database URL: {e}")))?;
+        let dialect = target.dialect;
+        let pool = AnyPoolOptions::new()
+            .max_connections(match dialect {
+                Dialect::Postgres => 16,
+                Dialect::Sqlite => 8,
+            })
+            .acquire_timeout(Duration::from_secs(30))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if dialect == Dialect::Sqlite {
+                        conn.execute(
+                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                             PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
+                        )
+                        .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await
+            .map_err(|e| connect_error(&target, e))?;
+        let migrator = match dialect {
+            Dialect::Postgres => &POSTGRES_MIGRATIONS,
+            Dialect::Sqlite => &SQLITE_MIGRATIONS,
+        };
+        migrator
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
+        Ok(SqlStore { pool, dialect, stats: Arc::new(StoreStats::default()) })
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    pub fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
+    /// The pool, for tests and tools that need raw access.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Begins a write transaction. On SQLite it takes the write lock at once, so two writers
+    /// queue on the busy timeout instead of failing on a lock upgrade.
+    async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
+        let tx = match self.dialect {
+            Dialect::Postgres => self.pool.begin().await,
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+        };
+        tx.map_err(db_err)
+    }
+
+    async fn commit(&self, tx: sqlx::Transaction<'static, sqlx::Any>) -> StoreResult<()> {
+        tx.commit().await.map_err(db_err)?;
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn count_commit(&self) {
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn connect_error(target: &DatabaseTarget, e: sqlx::Error) -> StoreError {
+    match target.sqlite_path() {
+        Some(path) => StoreError::Invalid(format!("cannot open database file {path}: {e}")),
+        None => StoreError::Backend(format!("cannot connect to database: {e}")),
+    }
+}
+
+/// Database failures become `Backend`; the text is for logs only.
+pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+pub(crate) fn json_err(e: serde_json::Error) -> StoreError {
+    StoreError::Backend(format!("stored JSON unreadable: {e}"))
+}

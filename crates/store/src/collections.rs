@@ -1,0 +1,424 @@
+use async_trait::async_trait;
+use fathom_engine::store::{
+    AggregateGroup, AggregatePage, AggregateQuery, CollectionScope, CollectionStore, Condition,
+    Field, Filter, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery, StoreError, StoreResult,
+    TopLevelField, now_ms,
+};
+use serde_json::{Map, Value};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::dialect::Dialect;
+use crate::sql::Params;
+use crate::{SqlStore, db_err, json_err};
+
+pub const MAX_PAGE_SIZE: i64 = 1000;
+
+fn item_cols(d: Dialect) -> String {
+    format!(
+        "id, deployment_name, collection, {} AS data, project_id, created_at, updated_at",
+        d.json_out("data")
+    )
+}
+
+fn item_from_row(row: &AnyRow) -> StoreResult<Item> {
+    let data: String = row.try_get("data").map_err(db_err)?;
+    Ok(Item {
+        id: row.try_get("id").map_err(db_err)?,
+        deployment_name: row.try_get("deployment_name").map_err(db_err)?,
+        collection: row.try_get("collection").map_err(db_err)?,
+        data: serde_json::from_str(&data).map_err(json_err)?,
+        project_id: row.try_get("project_id").map_err(db_err)?,
+        created_at: row.try_get("created_at").map_err(db_err)?,
+        updated_at: row.try_get("updated_at").map_err(db_err)?,
+    })
+}
+
+fn top_column(f: TopLevelField) -> &'static str {
+    match f {
+        TopLevelField::Id => "id",
+        TopLevelField::CreatedAt => "created_at",
+        TopLevelField::UpdatedAt => "updated_at",
+    }
+}
+
+fn sql_op(op: Op) -> &'static str {
+    match op {
+        Op::Eq => "=",
+        Op::Ne => "<>",
+        Op::Gt => ">",
+        Op::Gte => ">=",
+        Op::Lt => "<",
+        Op::Lte => "<=",
+        Op::Includes | Op::Excludes => unreachable!("list operators have no SQL comparison"),
+    }
+}
+
+/// `scope AND filter` as SQL.
+fn where_clause(d: Dialect, p: &mut Params, scope: &CollectionScope, filter: &Filter) -> String {
+    let mut parts = vec![format!(
+        "deployment_name = {} AND collection = {}",
+        p.text(scope.deployment_name.clone()),
+        p.text(scope.collection.clone())
+    )];
+    for c in &filter.0 {
+        parts.push(condition(d, p, c));
+    }
+    parts.join(" AND ")
+}
+
+fn condition(d: Dialect, p: &mut Params, c: &Condition) -> String {
+    match &c.field {
+        Field::Top(f) => top_condition(d, p, top_column(*f), c.op, &c.value),
+        Field::Data(segments) => {
+            let path = d.path_param(p, segments);
+            match c.op {
+                Op::Includes | Op::Excludes => {
+                    let list = c.value.as_array().cloned().unwrap_or_default();
+                    let any = if list.is_empty() {
+                        "1 = 0".to_string()
+                    } else {
+                        list.iter()
+                            .map(|v| {
+                                let eq = scalar_eq(d, p, &path, v);
+                                let contains = d.array_contains(p, &path, v);
+                                format!("{eq} OR {contains}")
+                            })
+                            .collect::<Vec<_>>()
+                            .join(" OR ")
+                    };
+                    if c.op == Op::Includes { format!("({any})") } else { format!("NOT ({any})") }
+                }
+                Op::Eq => scalar_eq(d, p, &path, &c.value),
+                Op::Ne => format!("NOT {}", scalar_eq(d, p, &path, &c.value)),
+                op => match &c.value {
+                    Value::Number(n) => {
+                        let v = p.float(n.as_f64().unwrap_or(0.0));
+                        d.number_cmp(&path, sql_op(op), &v)
+                    }
+                    Value::String(s) => {
+                        let v = p.text(s.clone());
+                        d.string_cmp(&path, sql_op(op), &v)
+                    }
+                    // Rejected when the filter was parsed.
+                    _ => "1 = 0".to_string(),
+                },
+            }
+        }
+    }
+}
+
+fn scalar_eq(d: Dialect, p: &mut Params, path: &str, v: &Value) -> String {
+    match v {
+        Value::Number(n) => {
+            let v = p.float(n.as_f64().unwrap_or(0.0));
+            d.number_cmp(path, "=", &v)
+        }
+        Value::String(s) => {
+            let v = p.text(s.clone());
+            d.string_cmp(path, "=", &v)
+        }
+        Value::Bool(b) => d.bool_eq(path, *b),
+        _ => d.is_null(path),
+    }
+}
+
+fn top_condition(d: Dialect, p: &mut Params, col: &str, op: Op, value: &Value) -> String {
+    let bind = |p: &mut Params, v: &Value| match v {
+        Value::Number(n) => p.int(n.as_i64().unwrap_or(0)),
+        Value::String(s) => p.text(s.clone()),
+        _ => p.text(String::new()),
+    };
+    let collate = if col == "id" { d.collate_binary() } else { "" };
+    match op {
+        Op::Includes | Op::Excludes => {
+            let list = value.as_array().cloned().unwrap_or_default();
+            if list.is_empty() {
+                return if op == Op::Includes { "1 = 0".into() } else { "1 = 1".into() };
+            }
+            let ph: Vec<String> = list.iter().map(|v| bind(p, v)).collect();
+            let not = if op == Op::Excludes { "NOT " } else { "" };
+            format!("{col} {not}IN ({})", ph.join(", "))
+        }
+        op => format!("{col}{collate} {} {}", sql_op(op), bind(p, value)),
+    }
+}
+
+fn order_clause(d: Dialect, p: &mut Params, order: &[OrderBy]) -> String {
+    let mut parts: Vec<String> = order
+        .iter()
+        .map(|o| {
+            let expr = match &o.field {
+                Field::Top(f) => top_column(*f).to_string(),
+                Field::Data(segments) => {
+                    let path = d.path_param(p, segments);
+                    d.json_value(&path)
+                }
+            };
+            let dir = if o.descending { "DESC" } else { "ASC" };
+            format!("{expr} {dir} NULLS LAST")
+        })
+        .collect();
+    if order.is_empty() {
+        parts.push("created_at ASC".into());
+    }
+    parts.push(format!("id{} ASC", d.collate_binary()));
+    parts.join(", ")
+}
+
+fn page_size(n: i64) -> i64 {
+    if n <= 0 { 10 } else { n.min(MAX_PAGE_SIZE) }
+}
+
+async fn insert_items(
+    store: &SqlStore,
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    scope: &CollectionScope,
+    project_id: Option<&str>,
+    data: Vec<Value>,
+) -> StoreResult<Vec<Item>> {
+    let now = now_ms();
+    let mut out = Vec::with_capacity(data.len());
+    for d in data {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let text = serde_json::to_string(&d).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let sql = format!(
+            "INSERT INTO collection_items (id, deployment_name, collection, data, project_id, created_at, updated_at) \
+             VALUES ($1, $2, $3, {}, $5, $6, $6)",
+            store.dialect.json_in("$4")
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&id)
+            .bind(&scope.deployment_name)
+            .bind(&scope.collection)
+            .bind(text)
+            .bind(project_id.map(str::to_string))
+            .bind(now)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err)?;
+        out.push(Item {
+            id,
+            deployment_name: scope.deployment_name.clone(),
+            collection: scope.collection.clone(),
+            data: d,
+            project_id: project_id.map(str::to_string),
+            created_at: now,
+            updated_at: now,
+        });
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl CollectionStore for SqlStore {
+    async fn create_item(&self, item: NewItem) -> StoreResult<Item> {
+        let scope = CollectionScope { deployment_name: item.deployment_name, collection: item.collection };
+        let mut tx = self.begin_write().await?;
+        let mut items = insert_items(self, &mut tx, &scope, item.project_id.as_deref(), vec![item.data]).await?;
+        self.commit(tx).await?;
+        items.pop().ok_or_else(|| StoreError::Backend("insert returned nothing".into()))
+    }
+
+    async fn get_item(&self, id: &str) -> StoreResult<Option<Item>> {
+        let sql = format!("SELECT {} FROM collection_items WHERE id = $1", item_cols(self.dialect));
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(item_from_row).transpose()
+    }
+
+    async fn update_item(&self, id: &str, data: Value) -> StoreResult<Option<Item>> {
+        let text = serde_json::to_string(&data).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let sql = format!(
+            "UPDATE collection_items SET data = {}, updated_at = $2 WHERE id = $3 RETURNING {}",
+            self.dialect.json_in("$1"),
+            item_cols(self.dialect)
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(text)
+            .bind(now_ms())
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        self.count_commit();
+        row.as_ref().map(item_from_row).transpose()
+    }
+
+    async fn delete_item(&self, id: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM collection_items WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        self.count_commit();
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn search(&self, q: &SearchQuery) -> StoreResult<SearchPage> {
+        let d = self.dialect;
+        let size = page_size(q.page_size);
+        let offset = q.offset.max(0);
+        let mut p = Params::default();
+        let wh = where_clause(d, &mut p, &q.scope, &q.filter);
+        let order = order_clause(d, &mut p, &q.order_by);
+        let limit = p.int(size + 1);
+        let off = p.int(offset);
+        let sql = format!(
+            "SELECT {} FROM collection_items WHERE {wh} ORDER BY {order} LIMIT {limit} OFFSET {off}",
+            item_cols(d)
+        );
+        let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
+        let mut items = rows.iter().map(item_from_row).collect::<StoreResult<Vec<_>>>()?;
+        let next_offset = if items.len() as i64 > size {
+            items.truncate(size as usize);
+            Some(offset + size)
+        } else {
+            None
+        };
+        let total = if q.include_total {
+            let mut p = Params::default();
+            let wh = where_clause(d, &mut p, &q.scope, &q.filter);
+            let row = p
+                .query(format!("SELECT COUNT(*) FROM collection_items WHERE {wh}"))
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_err)?;
+            Some(row.try_get::<i64, _>(0).map_err(db_err)?)
+        } else {
+            None
+        };
+        Ok(SearchPage { items, next_offset, total })
+    }
+
+    async fn aggregate(&self, q: &AggregateQuery) -> StoreResult<AggregatePage> {
+        let d = self.dialect;
+        let size = page_size(q.page_size);
+        let offset = q.offset.max(0);
+        let mut p = Params::default();
+        let keys: Vec<String> = q
+            .group_by
+            .iter()
+            .map(|segments| {
+                let path = d.path_param(&mut p, segments);
+                d.json_text(&path)
+            })
+            .collect();
+        let key_cols: Vec<String> = keys.iter().enumerate().map(|(i, k)| format!("{k} AS k{i}")).collect();
+        let key_names: Vec<String> = (0..keys.len()).map(|i| format!("k{i}")).collect();
+        let partition = if keys.is_empty() {
+            String::new()
+        } else {
+            format!("PARTITION BY {}", keys.join(", "))
+        };
+        let order = order_clause(d, &mut p, &q.order_by);
+        let wh = where_clause(d, &mut p, &q.scope, &q.filter);
+        let mut select = key_cols.clone();
+        select.push(format!("COUNT(*) OVER ({partition}) AS cnt"));
+        select.push(format!("ROW_NUMBER() OVER ({partition} ORDER BY {order}) AS rn"));
+        select.push(item_cols(d));
+        let group_order = if key_names.is_empty() {
+            "cnt".to_string()
+        } else {
+            key_names
+                .iter()
+                .map(|k| format!("{k}{} ASC NULLS LAST", d.collate_binary()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let limit = p.int(size + 1);
+        let off = p.int(offset);
+        let sql = format!(
+            "SELECT * FROM (SELECT {} FROM collection_items WHERE {wh}) grouped WHERE rn = 1 \
+             ORDER BY {group_order} LIMIT {limit} OFFSET {off}",
+            select.join(", ")
+        );
+        let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
+        let mut groups = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut group_key = Map::new();
+            for (i, segments) in q.group_by.iter().enumerate() {
+                let text: Option<String> = row.try_get(format!("k{i}").as_str()).map_err(db_err)?;
+                let value = match text {
+                    Some(t) => serde_json::from_str(&t).map_err(json_err)?,
+                    None => Value::Null,
+                };
+                group_key.insert(segments.join("."), value);
+            }
+            let count: i64 = row.try_get("cnt").map_err(db_err)?;
+            groups.push(AggregateGroup {
+                group_key,
+                count: q.count.then_some(count),
+                first_item: if q.first { Some(item_from_row(row)?) } else { None },
+            });
+        }
+        let next_offset = if groups.len() as i64 > size {
+            groups.truncate(size as usize);
+            Some(offset + size)
+        } else {
+            None
+        };
+        // Grouping by nothing gives one group even over an empty collection.
+        if q.group_by.is_empty() && groups.is_empty() && offset == 0 {
+            groups.push(AggregateGroup {
+                group_key: Map::new(),
+                count: q.count.then_some(0),
+                first_item: None,
+            });
+        }
+        let total = if q.group_by.is_empty() {
+            1
+        } else {
+            let mut p = Params::default();
+            let keys: Vec<String> = q
+                .group_by
+                .iter()
+                .map(|segments| {
+                    let path = d.path_param(&mut p, segments);
+                    d.json_text(&path)
+                })
+                .collect();
+            let wh = where_clause(d, &mut p, &q.scope, &q.filter);
+            let sql = format!(
+                "SELECT COUNT(*) FROM (SELECT 1 AS one FROM collection_items WHERE {wh} GROUP BY {}) g",
+                keys.join(", ")
+            );
+            let row = p.query(sql).fetch_one(&self.pool).await.map_err(db_err)?;
+            row.try_get::<i64, _>(0).map_err(db_err)?
+        };
+        Ok(AggregatePage { groups, next_offset, total })
+    }
+
+    async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> StoreResult<u64> {
+        let mut p = Params::default();
+        let wh = where_clause(self.dialect, &mut p, scope, filter);
+        let done = p
+            .query(format!("DELETE FROM collection_items WHERE {wh}"))
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        self.count_commit();
+        Ok(done.rows_affected())
+    }
+
+    async fn replace_where(
+        &self,
+        scope: &CollectionScope,
+        filter: &Filter,
+        data: Vec<Value>,
+    ) -> StoreResult<Vec<Item>> {
+        let mut tx = self.begin_write().await?;
+        let mut p = Params::default();
+        let wh = where_clause(self.dialect, &mut p, scope, filter);
+        p.query(format!("DELETE FROM collection_items WHERE {wh}"))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let items = insert_items(self, &mut tx, scope, None, data).await?;
+        self.commit(tx).await?;
+        Ok(items)
+    }
+}

@@ -1,0 +1,150 @@
+//! Where Postgres and SQLite differ. Everything else is shared SQL.
+
+use crate::sql::Params;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    Sqlite,
+}
+
+impl Dialect {
+    /// Appended to the claim sub-select: Postgres lets concurrent claimers skip each other's
+    /// rows; SQLite serialises writers anyway.
+    pub(crate) fn skip_locked(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
+            Dialect::Sqlite => "",
+        }
+    }
+
+    /// Holds a run row steady while a fenced write checks it.
+    pub(crate) fn share_lock(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " FOR SHARE",
+            Dialect::Sqlite => "",
+        }
+    }
+
+    /// A JSON text parameter stored into a JSON column.
+    pub(crate) fn json_in(self, p: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("CAST({p} AS jsonb)"),
+            Dialect::Sqlite => p.to_string(),
+        }
+    }
+
+    /// A JSON column read back as text.
+    pub(crate) fn json_out(self, col: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("{col}::text"),
+            Dialect::Sqlite => col.to_string(),
+        }
+    }
+
+    /// A bound path parameter for `segments` of `data`.
+    pub(crate) fn path_param(self, params: &mut Params, segments: &[String]) -> String {
+        match self {
+            Dialect::Postgres => {
+                let p = params.text(format!("{{{}}}", segments.join(",")));
+                format!("CAST({p} AS text[])")
+            }
+            Dialect::Sqlite => params.text(format!("$.{}", segments.join("."))),
+        }
+    }
+
+    /// The JSON value at `path` (for ordering: typed, missing is NULL).
+    pub(crate) fn json_value(self, path: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("(data #> {path})"),
+            Dialect::Sqlite => format!("json_extract(data, {path})"),
+        }
+    }
+
+    /// The JSON text of the value at `path`, NULL when missing (group keys).
+    pub(crate) fn json_text(self, path: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("((data #> {path})::text)"),
+            Dialect::Sqlite => format!("(data -> {path})"),
+        }
+    }
+
+    /// Text comparisons by code point on both databases.
+    pub(crate) fn collate_binary(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " COLLATE \"C\"",
+            Dialect::Sqlite => "",
+        }
+    }
+
+    /// SQL true when the value at `path` is a number and compares `op` with `param` (a float).
+    pub(crate) fn number_cmp(self, path: &str, op: &str, param: &str) -> String {
+        match self {
+            Dialect::Postgres => format!(
+                "(jsonb_typeof(data #> {path}) = 'number' AND CAST(data #>> {path} AS double precision) {op} {param})"
+            ),
+            Dialect::Sqlite => format!(
+                "(json_type(data, {path}) IN ('integer','real') AND json_extract(data, {path}) {op} {param})"
+            ),
+        }
+    }
+
+    pub(crate) fn string_cmp(self, path: &str, op: &str, param: &str) -> String {
+        match self {
+            Dialect::Postgres => format!(
+                "(jsonb_typeof(data #> {path}) = 'string' AND (data #>> {path}) COLLATE \"C\" {op} {param})"
+            ),
+            Dialect::Sqlite => format!(
+                "(json_type(data, {path}) = 'text' AND json_extract(data, {path}) {op} {param})"
+            ),
+        }
+    }
+
+    pub(crate) fn bool_eq(self, path: &str, value: bool) -> String {
+        match self {
+            Dialect::Postgres => format!(
+                "(jsonb_typeof(data #> {path}) = 'boolean' AND (data #>> {path}) = '{value}')"
+            ),
+            Dialect::Sqlite => format!("(json_type(data, {path}) = '{value}')"),
+        }
+    }
+
+    /// Missing or JSON null.
+    pub(crate) fn is_null(self, path: &str) -> String {
+        match self {
+            Dialect::Postgres => format!(
+                "(data #> {path} IS NULL OR jsonb_typeof(data #> {path}) = 'null')"
+            ),
+            Dialect::Sqlite => format!(
+                "(json_type(data, {path}) IS NULL OR json_type(data, {path}) = 'null')"
+            ),
+        }
+    }
+
+    /// The value at `path` is an array holding `element` (JSON text of a scalar).
+    pub(crate) fn array_contains(self, params: &mut Params, path: &str, element: &serde_json::Value) -> String {
+        match self {
+            Dialect::Postgres => {
+                let p = params.text(serde_json::Value::Array(vec![element.clone()]).to_string());
+                format!("(jsonb_typeof(data #> {path}) = 'array' AND (data #> {path}) @> CAST({p} AS jsonb))")
+            }
+            Dialect::Sqlite => {
+                let cond = match element {
+                    serde_json::Value::Number(n) => {
+                        let p = params.float(n.as_f64().unwrap_or(0.0));
+                        format!("je.type IN ('integer','real') AND je.value = {p}")
+                    }
+                    serde_json::Value::String(s) => {
+                        let p = params.text(s.clone());
+                        format!("je.type = 'text' AND je.value = {p}")
+                    }
+                    serde_json::Value::Bool(b) => format!("je.type = '{b}'"),
+                    _ => "je.type = 'null'".to_string(),
+                };
+                format!(
+                    "(json_type(data, {path}) = 'array' AND EXISTS (SELECT 1 FROM json_each(data, {path}) je WHERE {cond}))"
+                )
+            }
+        }
+    }
+}

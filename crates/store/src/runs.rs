@@ -1,0 +1,695 @@
+use async_trait::async_trait;
+use fathom_engine::Envelope;
+use fathom_engine::store::{
+    CancelOutcome, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent,
+    RunFilter, RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoreError, StoreResult,
+    StoredEvent, SuspendOutcome, now_ms,
+};
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::sql::Params;
+use crate::{SqlStore, db_err, json_err};
+
+const RUN_COLS: &str = "id, workflow, status, state, result, error, waiting_for, next_seq, \
+                        deadline_at, created_at, updated_at, completed_at";
+
+fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
+    let status: String = row.try_get("status").map_err(db_err)?;
+    let state: String = row.try_get("state").map_err(db_err)?;
+    let result: Option<String> = row.try_get("result").map_err(db_err)?;
+    Ok(RunRecord {
+        id: row.try_get("id").map_err(db_err)?,
+        workflow: row.try_get("workflow").map_err(db_err)?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?,
+        state: serde_json::from_str(&state).map_err(json_err)?,
+        result: result.map(|r| serde_json::from_str(&r)).transpose().map_err(json_err)?,
+        error: row.try_get("error").map_err(db_err)?,
+        waiting_for: row.try_get("waiting_for").map_err(db_err)?,
+        next_seq: row.try_get("next_seq").map_err(db_err)?,
+        deadline_at: row.try_get("deadline_at").map_err(db_err)?,
+        created_at: row.try_get("created_at").map_err(db_err)?,
+        updated_at: row.try_get("updated_at").map_err(db_err)?,
+        completed_at: row.try_get("completed_at").map_err(db_err)?,
+    })
+}
+
+fn to_text(v: &impl serde::Serialize) -> StoreResult<String> {
+    serde_json::to_string(v).map_err(|e| StoreError::Invalid(format!("unserializable value: {e}")))
+}
+
+/// Rows of at most this many parameters go into one multi-row INSERT.
+const INSERT_CHUNK: usize = 200;
+
+#[async_trait]
+impl RunStore for SqlStore {
+    async fn create_run(&self, run: NewRun) -> StoreResult<RunRecord> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO runs (id, workflow, status, state, deadline_at, created_at, updated_at) \
+             VALUES ($1, $2, 'running', $3, $4, $5, $5) ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS}"
+        )))
+        .bind(&run.id)
+        .bind(&run.workflow)
+        .bind(to_text(&run.state)?)
+        .bind(run.deadline_at)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let Some(row) = row else {
+            return Err(StoreError::Conflict(format!("run {} already exists", run.id)));
+        };
+        sqlx::query(
+            "INSERT INTO run_inbox (run_id, event_type, payload, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&run.id)
+        .bind(&run.start_type)
+        .bind(to_text(&run.start_payload)?)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let record = run_from_row(&row)?;
+        self.commit(tx).await?;
+        Ok(record)
+    }
+
+    async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {RUN_COLS} FROM runs WHERE id = $1")))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunRecord>> {
+        let mut p = Params::default();
+        let mut sql = format!("SELECT {RUN_COLS} FROM runs WHERE 1 = 1");
+        if !filter.workflows.is_empty() {
+            let ph: Vec<String> = filter.workflows.iter().map(|w| p.text(w.clone())).collect();
+            sql.push_str(&format!(" AND workflow IN ({})", ph.join(", ")));
+        }
+        if !filter.statuses.is_empty() {
+            let ph: Vec<String> = filter.statuses.iter().map(|s| p.text(s.as_str())).collect();
+            sql.push_str(&format!(" AND status IN ({})", ph.join(", ")));
+        }
+        let limit = p.int(filter.limit.unwrap_or(1000).clamp(1, 10_000));
+        sql.push_str(&format!(" ORDER BY created_at DESC, id LIMIT {limit}"));
+        let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn delete_run(&self, id: &str) -> StoreResult<bool> {
+        let mut tx = self.begin_write().await?;
+        for table in ["run_inbox", "step_journal", "call_journal", "run_events", "mailbox"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE run_id = $1")))
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+        }
+        let done = sqlx::query("DELETE FROM runs WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        self.commit(tx).await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn claim_next(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        exclude: &[String],
+    ) -> StoreResult<Option<(RunRecord, Lease)>> {
+        let now = now_ms();
+        let mut p = Params::default();
+        let owner_p = p.text(owner);
+        let expires = p.int(now + ttl_ms);
+        let now_p = p.int(now);
+        let mut candidates = format!(
+            "SELECT id FROM runs WHERE status = 'running' \
+             AND (lease_owner IS NULL OR lease_expires_at < {now_p})"
+        );
+        if !exclude.is_empty() {
+            let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
+            candidates.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
+        }
+        candidates.push_str(" ORDER BY updated_at LIMIT 1");
+        candidates.push_str(self.dialect.skip_locked());
+        let sql = format!(
+            "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1 \
+             WHERE id = ({candidates}) RETURNING {RUN_COLS}, fence"
+        );
+        let row = p.query(sql).fetch_optional(&self.pool).await.map_err(db_err)?;
+        let Some(row) = row else { return Ok(None) };
+        self.count_commit();
+        let run = run_from_row(&row)?;
+        let fence: i64 = row.try_get("fence").map_err(db_err)?;
+        Ok(Some((run.clone(), Lease { run_id: run.id, owner: owner.to_string(), fence })))
+    }
+
+    async fn claim_run(
+        &self,
+        id: &str,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> StoreResult<Option<(RunRecord, Lease)>> {
+        let now = now_ms();
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE runs SET lease_owner = $1, lease_expires_at = $2, fence = fence + 1 \
+             WHERE id = $3 AND status = 'running' AND (lease_owner IS NULL OR lease_expires_at < $4) \
+             RETURNING {RUN_COLS}, fence"
+        )))
+        .bind(owner)
+        .bind(now + ttl_ms)
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let Some(row) = row else { return Ok(None) };
+        self.count_commit();
+        let run = run_from_row(&row)?;
+        let fence: i64 = row.try_get("fence").map_err(db_err)?;
+        Ok(Some((run, Lease { run_id: id.to_string(), owner: owner.to_string(), fence })))
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE runs SET lease_expires_at = $1 \
+             WHERE id = $2 AND lease_owner = $3 AND fence = $4 AND status = 'running'",
+        )
+        .bind(now_ms() + ttl_ms)
+        .bind(&lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.fence)
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        self.count_commit();
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL \
+             WHERE id = $1 AND lease_owner = $2 AND fence = $3",
+        )
+        .bind(&lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.fence)
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        self.count_commit();
+        Ok(())
+    }
+
+    async fn release_owner(&self, owner: &str) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, fence = fence + 1 \
+             WHERE lease_owner = $1",
+        )
+        .bind(owner)
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        self.count_commit();
+        Ok(done.rows_affected())
+    }
+
+    async fn next_pending(&self, run_id: &str) -> StoreResult<Option<PendingEvent>> {
+        let row = sqlx::query(
+            "SELECT id, event_type, payload, attempts FROM run_inbox \
+             WHERE run_id = $1 AND consumed_at IS NULL ORDER BY id LIMIT 1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let Some(row) = row else { return Ok(None) };
+        let payload: String = row.try_get(2).map_err(db_err)?;
+        Ok(Some(PendingEvent {
+            id: row.try_get(0).map_err(db_err)?,
+            event_type: row.try_get(1).map_err(db_err)?,
+            payload: serde_json::from_str(&payload).map_err(json_err)?,
+            attempts: row.try_get(3).map_err(db_err)?,
+        }))
+    }
+
+    async fn record_attempt_failure(
+        &self,
+        lease: &Lease,
+        pending_id: i64,
+        error: &str,
+    ) -> StoreResult<()> {
+        let done = sqlx::query(
+            "UPDATE run_inbox SET attempts = attempts + 1, last_error = $1 \
+             WHERE id = $2 AND run_id = $3 AND consumed_at IS NULL AND EXISTS \
+             (SELECT 1 FROM runs WHERE id = $3 AND lease_owner = $4 AND fence = $5 AND status = 'running')",
+        )
+        .bind(error)
+        .bind(pending_id)
+        .bind(&lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.fence)
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        self.count_commit();
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost(lease.run_id.clone()))
+        }
+    }
+
+    async fn commit_step(&self, lease: &Lease, commit: StepCommit) -> StoreResult<Vec<i64>> {
+        let now = now_ms();
+        let mut stream = commit.stream;
+        let (status, result, error, outcome_name) = match &commit.outcome {
+            StepOutcome::Continue => ("running", None, None, "continued"),
+            StepOutcome::Completed(env) => {
+                stream.push(env.clone());
+                ("completed", Some(to_text(env)?), None, "completed")
+            }
+            StepOutcome::Failed { error, event } => {
+                stream.push(event.clone());
+                ("failed", None, Some(error.clone()), "failed")
+            }
+        };
+        let terminal = status != "running";
+        let n = stream.len() as i64;
+        let state = commit.state.as_ref().map(to_text).transpose()?;
+
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(
+            "UPDATE runs SET next_seq = next_seq + $1, state = COALESCE($2, state), status = $3, \
+             result = COALESCE($4, result), error = $5, updated_at = $6, \
+             completed_at = CASE WHEN $7 = 1 THEN $6 ELSE completed_at END, \
+             lease_owner = CASE WHEN $7 = 1 THEN NULL ELSE lease_owner END, \
+             lease_expires_at = CASE WHEN $7 = 1 THEN NULL ELSE lease_expires_at END \
+             WHERE id = $8 AND lease_owner = $9 AND fence = $10 AND status = 'running' \
+             RETURNING next_seq",
+        )
+        .bind(n)
+        .bind(state)
+        .bind(status)
+        .bind(result)
+        .bind(error)
+        .bind(now)
+        .bind(terminal as i64)
+        .bind(&lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.fence)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let Some(row) = row else {
+            return Err(StoreError::LeaseLost(lease.run_id.clone()));
+        };
+        let next_seq: i64 = row.try_get(0).map_err(db_err)?;
+        let first_seq = next_seq - n;
+
+        if let Some(consumed) = commit.consumed {
+            let done = sqlx::query(
+                "UPDATE run_inbox SET consumed_at = $1 WHERE id = $2 AND run_id = $3 AND consumed_at IS NULL",
+            )
+            .bind(now)
+            .bind(consumed)
+            .bind(&lease.run_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            if done.rows_affected() != 1 {
+                return Err(StoreError::Conflict(format!(
+                    "event {consumed} of run {} was already consumed",
+                    lease.run_id
+                )));
+            }
+        }
+        sqlx::query(
+            "INSERT INTO step_journal (run_id, inbox_id, step, attempt, outcome, started_at, finished_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&lease.run_id)
+        .bind(commit.consumed)
+        .bind(&commit.step)
+        .bind(commit.attempt)
+        .bind(outcome_name)
+        .bind(commit.started_at)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+
+        let mut seqs = Vec::with_capacity(stream.len());
+        for (chunk_idx, chunk) in stream.chunks(INSERT_CHUNK).enumerate() {
+            let mut p = Params::default();
+            let mut values = Vec::with_capacity(chunk.len());
+            for (i, env) in chunk.iter().enumerate() {
+                let seq = first_seq + (chunk_idx * INSERT_CHUNK + i) as i64;
+                seqs.push(seq);
+                values.push(format!(
+                    "({}, {}, {}, {}, {})",
+                    p.text(lease.run_id.clone()),
+                    p.int(seq),
+                    p.text(env.event_type.clone()),
+                    p.text(to_text(env)?),
+                    p.int(now)
+                ));
+            }
+            let sql = format!(
+                "INSERT INTO run_events (run_id, seq, event_type, envelope, created_at) VALUES {}",
+                values.join(", ")
+            );
+            p.query(sql).execute(&mut *tx).await.map_err(db_err)?;
+        }
+        for chunk in commit.sent.chunks(INSERT_CHUNK) {
+            let mut p = Params::default();
+            let mut values = Vec::with_capacity(chunk.len());
+            for (event_type, payload) in chunk {
+                values.push(format!(
+                    "({}, {}, {}, {})",
+                    p.text(lease.run_id.clone()),
+                    p.text(event_type.clone()),
+                    p.text(to_text(payload)?),
+                    p.int(now)
+                ));
+            }
+            let sql = format!(
+                "INSERT INTO run_inbox (run_id, event_type, payload, created_at) VALUES {}",
+                values.join(", ")
+            );
+            p.query(sql).execute(&mut *tx).await.map_err(db_err)?;
+        }
+        for message in &commit.mailbox_consumed {
+            let row = sqlx::query(
+                "UPDATE mailbox SET status = 'consumed', consumed_at = $1, consumed_by = $2 \
+                 WHERE id = $3 AND run_id = $4 AND status = 'pending' RETURNING event_type",
+            )
+            .bind(now)
+            .bind(commit.consumed)
+            .bind(message)
+            .bind(&lease.run_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            let Some(row) = row else {
+                return Err(StoreError::Conflict(format!(
+                    "message {message} of run {} is no longer pending",
+                    lease.run_id
+                )));
+            };
+            let event_type: String = row.try_get(0).map_err(db_err)?;
+            sqlx::query(
+                "UPDATE mailbox SET status = 'superseded', consumed_at = $1 \
+                 WHERE run_id = $2 AND event_type = $3 AND status = 'pending'",
+            )
+            .bind(now)
+            .bind(&lease.run_id)
+            .bind(event_type)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        }
+        self.commit(tx).await?;
+        Ok(seqs)
+    }
+
+    async fn suspend(
+        &self,
+        lease: &Lease,
+        event_type: &str,
+        seen_mailbox_seq: i64,
+    ) -> StoreResult<SuspendOutcome> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'waiting', waiting_for = $1, lease_owner = NULL, \
+             lease_expires_at = NULL, updated_at = $2 \
+             WHERE id = $3 AND lease_owner = $4 AND fence = $5 AND status = 'running' AND mailbox_seq = $6",
+        )
+        .bind(event_type)
+        .bind(now_ms())
+        .bind(&lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.fence)
+        .bind(seen_mailbox_seq)
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        self.count_commit();
+        if done.rows_affected() == 1 {
+            return Ok(SuspendOutcome::Suspended);
+        }
+        let still_ours = sqlx::query(
+            "SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $2 AND fence = $3 AND status = 'running'",
+        )
+        .bind(&lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.fence)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        match still_ours {
+            Some(_) => Ok(SuspendOutcome::MailArrived),
+            None => Err(StoreError::LeaseLost(lease.run_id.clone())),
+        }
+    }
+
+    async fn journal_get(&self, run_id: &str, scope: i64, key: &str) -> StoreResult<Option<Value>> {
+        let row = sqlx::query(
+            "SELECT result FROM call_journal WHERE run_id = $1 AND scope = $2 AND key = $3",
+        )
+        .bind(run_id)
+        .bind(scope)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let Some(row) = row else { return Ok(None) };
+        let text: String = row.try_get(0).map_err(db_err)?;
+        Ok(Some(serde_json::from_str(&text).map_err(json_err)?))
+    }
+
+    async fn journal_put(
+        &self,
+        lease: &Lease,
+        scope: i64,
+        key: &str,
+        value: &Value,
+    ) -> StoreResult<Value> {
+        let mut tx = self.begin_write().await?;
+        let owned = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $2 AND fence = $3 AND status = 'running'{}",
+            self.dialect.share_lock()
+        )))
+        .bind(&lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.fence)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if owned.is_none() {
+            return Err(StoreError::LeaseLost(lease.run_id.clone()));
+        }
+        sqlx::query(
+            "INSERT INTO call_journal (run_id, scope, key, result, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (run_id, scope, key) DO NOTHING",
+        )
+        .bind(&lease.run_id)
+        .bind(scope)
+        .bind(key)
+        .bind(to_text(value)?)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let row = sqlx::query(
+            "SELECT result FROM call_journal WHERE run_id = $1 AND scope = $2 AND key = $3",
+        )
+        .bind(&lease.run_id)
+        .bind(scope)
+        .bind(key)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let text: String = row.try_get(0).map_err(db_err)?;
+        self.commit(tx).await?;
+        serde_json::from_str(&text).map_err(json_err)
+    }
+
+    async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome> {
+        let now = now_ms();
+        let key = message
+            .idempotency_key
+            .unwrap_or_else(|| format!("auto:{}", uuid::Uuid::new_v4().simple()));
+        let mut tx = self.begin_write().await?;
+        // Touching the run row first serialises this delivery with a concurrent suspend.
+        let woke = sqlx::query(
+            "UPDATE runs SET mailbox_seq = mailbox_seq + 1, \
+             status = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN 'running' ELSE status END, \
+             waiting_for = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN NULL ELSE waiting_for END, \
+             updated_at = $2 WHERE id = $3 AND status IN ('running', 'waiting')",
+        )
+        .bind(&message.event_type)
+        .bind(now)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if woke.rows_affected() == 0 {
+            let status = sqlx::query("SELECT status FROM runs WHERE id = $1")
+                .bind(run_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_err)?;
+            tx.rollback().await.map_err(db_err)?;
+            return Ok(match status {
+                None => DeliverOutcome::RunNotFound,
+                Some(row) => {
+                    let s: String = row.try_get(0).map_err(db_err)?;
+                    DeliverOutcome::RunTerminal(RunStatus::parse(&s).unwrap_or(RunStatus::Completed))
+                }
+            });
+        }
+        let inserted = sqlx::query(
+            "INSERT INTO mailbox (run_id, event_type, payload, idempotency_key, received_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, idempotency_key) DO NOTHING RETURNING id",
+        )
+        .bind(run_id)
+        .bind(&message.event_type)
+        .bind(to_text(&message.payload)?)
+        .bind(&key)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        match inserted {
+            Some(row) => {
+                let id: i64 = row.try_get(0).map_err(db_err)?;
+                self.commit(tx).await?;
+                Ok(DeliverOutcome::Accepted { message_id: id })
+            }
+            None => {
+                tx.rollback().await.map_err(db_err)?;
+                let row = sqlx::query("SELECT id FROM mailbox WHERE run_id = $1 AND idempotency_key = $2")
+                    .bind(run_id)
+                    .bind(&key)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_err)?;
+                Ok(DeliverOutcome::Duplicate { message_id: row.try_get(0).map_err(db_err)? })
+            }
+        }
+    }
+
+    async fn mailbox_peek(&self, run_id: &str, event_type: &str) -> StoreResult<MailboxView> {
+        // Read the counter before the messages: a message that lands in between either shows
+        // up below or moves the counter, so a suspend based on this view cannot miss it.
+        let row = sqlx::query("SELECT mailbox_seq FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?
+            .ok_or_else(|| StoreError::NotFound(format!("run {run_id}")))?;
+        let mailbox_seq: i64 = row.try_get(0).map_err(db_err)?;
+        let msg = sqlx::query(
+            "SELECT id, payload FROM mailbox WHERE run_id = $1 AND event_type = $2 AND status = 'pending' \
+             ORDER BY id LIMIT 1",
+        )
+        .bind(run_id)
+        .bind(event_type)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let message = match msg {
+            None => None,
+            Some(row) => {
+                let payload: String = row.try_get(1).map_err(db_err)?;
+                Some((row.try_get(0).map_err(db_err)?, serde_json::from_str(&payload).map_err(json_err)?))
+            }
+        };
+        Ok(MailboxView { message, mailbox_seq })
+    }
+
+    async fn events_after(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        let rows = sqlx::query(
+            "SELECT seq, envelope, created_at FROM run_events WHERE run_id = $1 AND seq > $2 \
+             ORDER BY seq LIMIT $3",
+        )
+        .bind(run_id)
+        .bind(after)
+        .bind(limit.clamp(1, 100_000))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(|row| {
+                let text: String = row.try_get(1).map_err(db_err)?;
+                let envelope: Envelope = serde_json::from_str(&text).map_err(json_err)?;
+                Ok(StoredEvent {
+                    seq: row.try_get(0).map_err(db_err)?,
+                    envelope,
+                    created_at: row.try_get(2).map_err(db_err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn cancel_run(&self, id: &str, cancelled: Envelope) -> StoreResult<CancelOutcome> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(
+            "UPDATE runs SET status = 'cancelled', waiting_for = NULL, lease_owner = NULL, \
+             lease_expires_at = NULL, fence = fence + 1, next_seq = next_seq + 1, \
+             updated_at = $1, completed_at = $1 \
+             WHERE id = $2 AND status IN ('running', 'waiting') RETURNING next_seq",
+        )
+        .bind(now)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let Some(row) = row else {
+            let status = sqlx::query("SELECT status FROM runs WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_err)?;
+            tx.rollback().await.map_err(db_err)?;
+            return Ok(match status {
+                None => CancelOutcome::NotFound,
+                Some(row) => {
+                    let s: String = row.try_get(0).map_err(db_err)?;
+                    CancelOutcome::AlreadyTerminal(RunStatus::parse(&s).unwrap_or(RunStatus::Completed))
+                }
+            });
+        };
+        let next_seq: i64 = row.try_get(0).map_err(db_err)?;
+        sqlx::query(
+            "INSERT INTO run_events (run_id, seq, event_type, envelope, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id)
+        .bind(next_seq - 1)
+        .bind(&cancelled.event_type)
+        .bind(to_text(&cancelled)?)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        self.commit(tx).await?;
+        Ok(CancelOutcome::Cancelled)
+    }
+}
