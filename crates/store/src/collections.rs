@@ -14,6 +14,17 @@ use crate::{SqlStore, db_err, json_err};
 
 pub const MAX_PAGE_SIZE: i64 = 1000;
 
+/// Item ids sort in creation order (milliseconds, then a per-process counter), so items made
+/// in the same millisecond still list in the order they were made; the random tail keeps ids
+/// from different processes apart.
+fn item_id(now: i64) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff;
+    let tail = uuid::Uuid::new_v4().simple().to_string();
+    format!("{now:012x}{n:08x}{}", &tail[..12])
+}
+
 fn item_cols(d: Dialect) -> String {
     format!(
         "id, deployment_name, collection, {} AS data, project_id, created_at, updated_at",
@@ -180,7 +191,7 @@ async fn insert_items(
     let now = now_ms();
     let mut out = Vec::with_capacity(data.len());
     for d in data {
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = item_id(now);
         let text = serde_json::to_string(&d).map_err(|e| StoreError::Invalid(e.to_string()))?;
         let sql = format!(
             "INSERT INTO collection_items (id, deployment_name, collection, data, project_id, created_at, updated_at) \

@@ -10,6 +10,7 @@ mod collections;
 pub mod dialect;
 mod runs;
 mod sql;
+pub mod testing;
 
 
 use std::path::Path;

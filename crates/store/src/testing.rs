@@ -1,0 +1,49 @@
+//! Fresh databases for tests: a SQLite file in a temporary folder, or a new database on the
+//! Postgres cluster named by `DATABASE_URL` (the test script starts one).
+
+use crate::{Dialect, SqlStore};
+
+/// Keeps a test database alive; the SQLite folder is removed on drop.
+pub struct TestDb {
+    pub store: SqlStore,
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The Postgres cluster for tests. Tests on Postgres fail without it, rather than pass
+/// without running: run them through `scripts/test.sh`.
+pub fn postgres_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
+        panic!("DATABASE_URL is not set: run the tests with scripts/test.sh, which starts Postgres")
+    })
+}
+
+/// A URL for a new, empty database of the given kind.
+pub async fn fresh_url(dialect: Dialect) -> (String, Option<tempfile::TempDir>) {
+    match dialect {
+        Dialect::Sqlite => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = dir.path().join("fathom.db").display().to_string();
+            (url, Some(dir))
+        }
+        Dialect::Postgres => {
+            sqlx::any::install_default_drivers();
+            let admin = postgres_url();
+            let name = format!("fathom_t_{}", uuid::Uuid::new_v4().simple());
+            let pool = sqlx::AnyPool::connect(&admin).await.expect("connect to test postgres");
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&pool)
+                .await
+                .expect("create test database");
+            pool.close().await;
+            let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
+            (format!("{base}/{name}"), None)
+        }
+    }
+}
+
+pub async fn fresh(dialect: Dialect) -> TestDb {
+    let (url, dir) = fresh_url(dialect).await;
+    let store = SqlStore::connect(&url).await.expect("connect test store");
+    TestDb { store, url, _dir: dir }
+}

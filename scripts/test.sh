@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite, on SQLite and on a throwaway Postgres cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export FATHOM_PG_DIR=$(mktemp -d /tmp/fathom-pg.XXXXXX)
+stop_pg() {
+  local ctl
+  ctl=$(command -v pg_ctl || ls -d /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null | sort -V | tail -1)
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$ctl" -D "$FATHOM_PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+  else
+    "$ctl" -D "$FATHOM_PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$FATHOM_PG_DIR"
+}
+trap stop_pg EXIT
+DATABASE_URL=$(scripts/test-db.sh)
+export DATABASE_URL
+echo "test: postgres at $DATABASE_URL"
+
+cargo build --workspace --all-targets --locked
+cargo test --workspace --locked -- --test-threads="${FATHOM_TEST_THREADS:-2}"
