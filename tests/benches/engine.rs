@@ -1,0 +1,166 @@
+//! Engine benchmark: a no-op six-step workflow with an external-event wait, run N times at
+//! concurrency 1 and 8 on SQLite and (when DATABASE_URL is set) Postgres. Prints runs/s,
+//! per-step overhead, commits per run, and ratios against the floor measured in the same run:
+//! a bare single-row INSERT committed on the same database.
+//!
+//! cargo bench -p fathom-e2e --bench engine [-- RUNS]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fathom_engine::store::RunStatus;
+use fathom_engine::{Ctx, Engine, EngineConfig, StartOptions, Workflow, impl_event};
+use fathom_store::{Dialect, SqlStore};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::atomic::Ordering;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Begin {}
+impl_event!(Begin, "Begin");
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Next {
+    i: u32,
+}
+impl_event!(Next, "Next");
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Approve {}
+impl_event!(Approve, "Approve");
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Gate {}
+impl_event!(Gate, "Gate");
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Done {}
+impl_event!(Done, "Done", qualified = "bench.Done", types = ["StopEvent"]);
+
+const STEPS: f64 = 6.0;
+
+fn noop_workflow() -> Arc<dyn fathom_engine::ErasedWorkflow> {
+    // begin -> gate (waits for Approve) -> next 1..=3 -> done: six steps.
+    Workflow::<serde_json::Value>::new::<Begin>("noop")
+        .accepts_external::<Approve>()
+        .step("begin", |ctx: Ctx<serde_json::Value>, _: Begin| async move { ctx.send(Gate {}) })
+        .step("gate", |ctx: Ctx<serde_json::Value>, _: Gate| async move {
+            ctx.wait_for::<Approve>().await?;
+            ctx.send(Next { i: 1 })
+        })
+        .step("next", |ctx: Ctx<serde_json::Value>, ev: Next| async move {
+            if ev.i < 4 { ctx.send(Next { i: ev.i + 1 }) } else { ctx.stop(&Done {}) }
+        })
+        .build()
+}
+
+async fn floor(store: &SqlStore, n: usize, concurrency: usize) -> f64 {
+    let pool = store.pool().clone();
+    let _ = sqlx::query("CREATE TABLE IF NOT EXISTS bench_floor (v BIGINT NOT NULL)").execute(&pool).await;
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..concurrency {
+        let pool = pool.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..n / concurrency {
+                sqlx::query("INSERT INTO bench_floor (v) VALUES ($1)")
+                    .bind((w * n + i) as i64)
+                    .execute(&pool)
+                    .await
+                    .expect("floor insert");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    (n / concurrency * concurrency) as f64 / t.elapsed().as_secs_f64()
+}
+
+async fn bench(store: SqlStore, label: &str, runs: usize, concurrency: usize) {
+    let engine = Arc::new(
+        Engine::new(
+            Arc::new(store.clone()),
+            EngineConfig {
+                owner: format!("bench-{label}-{concurrency}"),
+                lease_ttl: Duration::from_secs(30),
+                poll_interval: Duration::from_millis(100),
+                max_concurrent_runs: concurrency,
+            },
+        )
+        .register(noop_workflow()),
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(engine.clone().run_worker(stop_rx));
+    let commits_before = store.stats().commits.load(Ordering::Relaxed);
+    let started = Instant::now();
+    let mut drivers = Vec::new();
+    for d in 0..concurrency {
+        let engine = engine.clone();
+        let per = runs / concurrency;
+        drivers.push(tokio::spawn(async move {
+            for i in 0..per {
+                let mut notices = engine.subscribe();
+                let run = engine
+                    .start("noop", json!({}), StartOptions { run_id: Some(format!("r{d}-{i}")), ..Default::default() })
+                    .await
+                    .unwrap();
+                let mut approved = false;
+                loop {
+                    let notice = tokio::time::timeout(Duration::from_millis(500), notices.recv()).await;
+                    if let Ok(Ok(n)) = &notice
+                        && n.run_id != run.id
+                    {
+                        continue;
+                    }
+                    let now = engine.store().get_run(&run.id).await.unwrap().unwrap();
+                    if now.status == RunStatus::Waiting && !approved {
+                        engine.send(&run.id, "Approve", json!({}), None).await.unwrap();
+                        approved = true;
+                    }
+                    if now.status.is_terminal() {
+                        assert_eq!(now.status, RunStatus::Completed);
+                        break;
+                    }
+                }
+            }
+        }));
+    }
+    for d in drivers {
+        d.await.unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let commits = store.stats().commits.load(Ordering::Relaxed) - commits_before;
+    let _ = stop_tx.send(true);
+    let _ = worker.await;
+    let done = (runs / concurrency * concurrency) as f64;
+    let floor_cps = floor(&store, 2000, concurrency).await;
+    let runs_per_s = done / elapsed;
+    let commits_per_run = commits as f64 / done;
+    let step_ms = elapsed * 1000.0 * concurrency as f64 / (done * STEPS);
+    let floor_ms = 1000.0 * concurrency as f64 / floor_cps;
+    println!(
+        "{label:<8} c={concurrency:<2} runs={done:<5} {runs_per_s:>8.1} runs/s  step {step_ms:>6.3} ms  \
+         commits/run {commits_per_run:>5.1}  floor {floor_cps:>8.0} commits/s ({floor_ms:.3} ms)  \
+         step/floor-commit {:>5.1}x  run/floor-commit {:>5.1}x",
+        step_ms / floor_ms,
+        (1000.0 / runs_per_s * concurrency as f64) / floor_ms,
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let runs: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(400);
+    println!("engine bench: six-step no-op workflow with one external-event wait, {runs} runs per row");
+    for concurrency in [1, 8] {
+        let db = fathom_store::testing::fresh(Dialect::Sqlite).await;
+        bench(db.store.clone(), "sqlite", runs, concurrency).await;
+    }
+    if std::env::var("DATABASE_URL").is_ok() {
+        for concurrency in [1, 8] {
+            let db = fathom_store::testing::fresh(Dialect::Postgres).await;
+            bench(db.store.clone(), "postgres", runs, concurrency).await;
+        }
+    } else {
+        println!("postgres: skipped (set DATABASE_URL, e.g. from scripts/test-db.sh)");
+    }
+}
