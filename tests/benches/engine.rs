@@ -31,7 +31,12 @@ struct Gate {}
 impl_event!(Gate, "Gate");
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Done {}
-impl_event!(Done, "Done", qualified = "bench.Done", types = ["StopEvent"]);
+impl_event!(
+    Done,
+    "Done",
+    qualified = "bench.Done",
+    types = ["StopEvent"]
+);
 
 const STEPS: f64 = 6.0;
 
@@ -39,20 +44,29 @@ fn noop_workflow() -> Arc<dyn fathom_engine::ErasedWorkflow> {
     // begin -> gate (waits for Approve) -> next 1..=3 -> done: six steps.
     Workflow::<serde_json::Value>::new::<Begin>("noop")
         .accepts_external::<Approve>()
-        .step("begin", |ctx: Ctx<serde_json::Value>, _: Begin| async move { ctx.send(Gate {}) })
+        .step(
+            "begin",
+            |ctx: Ctx<serde_json::Value>, _: Begin| async move { ctx.send(Gate {}) },
+        )
         .step("gate", |ctx: Ctx<serde_json::Value>, _: Gate| async move {
             ctx.wait_for::<Approve>().await?;
             ctx.send(Next { i: 1 })
         })
         .step("next", |ctx: Ctx<serde_json::Value>, ev: Next| async move {
-            if ev.i < 4 { ctx.send(Next { i: ev.i + 1 }) } else { ctx.stop(&Done {}) }
+            if ev.i < 4 {
+                ctx.send(Next { i: ev.i + 1 })
+            } else {
+                ctx.stop(&Done {})
+            }
         })
         .build()
 }
 
 async fn floor(store: &SqlStore, n: usize, concurrency: usize) -> f64 {
     let pool = store.pool().clone();
-    let _ = sqlx::query("CREATE TABLE IF NOT EXISTS bench_floor (v BIGINT NOT NULL)").execute(&pool).await;
+    let _ = sqlx::query("CREATE TABLE IF NOT EXISTS bench_floor (v BIGINT NOT NULL)")
+        .execute(&pool)
+        .await;
     let t = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..concurrency {
@@ -98,12 +112,20 @@ async fn bench(store: SqlStore, label: &str, runs: usize, concurrency: usize) {
             for i in 0..per {
                 let mut notices = engine.subscribe();
                 let run = engine
-                    .start("noop", json!({}), StartOptions { run_id: Some(format!("r{d}-{i}")), ..Default::default() })
+                    .start(
+                        "noop",
+                        json!({}),
+                        StartOptions {
+                            run_id: Some(format!("r{d}-{i}")),
+                            ..Default::default()
+                        },
+                    )
                     .await
                     .unwrap();
                 let mut approved = false;
                 loop {
-                    let notice = tokio::time::timeout(Duration::from_millis(500), notices.recv()).await;
+                    let notice =
+                        tokio::time::timeout(Duration::from_millis(500), notices.recv()).await;
                     if let Ok(Ok(n)) = &notice
                         && n.run_id != run.id
                     {
@@ -111,7 +133,10 @@ async fn bench(store: SqlStore, label: &str, runs: usize, concurrency: usize) {
                     }
                     let now = engine.store().get_run(&run.id).await.unwrap().unwrap();
                     if now.status == RunStatus::Waiting && !approved {
-                        engine.send(&run.id, "Approve", json!({}), None).await.unwrap();
+                        engine
+                            .send(&run.id, "Approve", json!({}), None)
+                            .await
+                            .unwrap();
                         approved = true;
                     }
                     if now.status.is_terminal() {
@@ -150,7 +175,9 @@ async fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(400);
-    println!("engine bench: six-step no-op workflow with one external-event wait, {runs} runs per row");
+    println!(
+        "engine bench: six-step no-op workflow with one external-event wait, {runs} runs per row"
+    );
     for concurrency in [1, 8] {
         let db = fathom_store::testing::fresh(Dialect::Sqlite).await;
         bench(db.store.clone(), "sqlite", runs, concurrency).await;

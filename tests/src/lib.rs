@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fathom_engine::store::{RunRecord, RunStore};
-use fathom_engine::{Ctx, ErasedWorkflow, RetryPolicy, StepError, StepOptions, Workflow, impl_event};
+use fathom_engine::{
+    Ctx, ErasedWorkflow, RetryPolicy, StepError, StepOptions, Workflow, impl_event,
+};
 use fathom_store::{Dialect, SqlStore};
 use serde::{Deserialize, Serialize};
 use sqlx::AnyPool;
@@ -49,7 +51,12 @@ impl_event!(Progress, "Progress");
 pub struct CrashResult {
     pub total: i64,
 }
-impl_event!(CrashResult, "CrashResult", qualified = "fathom_e2e.CrashResult", types = ["StopEvent"]);
+impl_event!(
+    CrashResult,
+    "CrashResult",
+    qualified = "fathom_e2e.CrashResult",
+    types = ["StopEvent"]
+);
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CrashState {
@@ -79,7 +86,12 @@ pub async fn create_effects_table(pool: &AnyPool, dialect: Dialect) {
 
 /// A journaled call whose execution is recorded in `crash_effects` and takes a little time,
 /// like a call to an outside service.
-async fn effect(ctx: &Ctx<CrashState>, pool: &AnyPool, key: &str, value: i64) -> Result<i64, StepError> {
+async fn effect(
+    ctx: &Ctx<CrashState>,
+    pool: &AnyPool,
+    key: &str,
+    value: i64,
+) -> Result<i64, StepError> {
     let run_id = ctx.run_id().to_string();
     let journal_key = format!("{}:{key}", ctx.step_name());
     // Unique per run, step invocation and key: the same key in the same invocation is the
@@ -105,24 +117,34 @@ async fn effect(ctx: &Ctx<CrashState>, pool: &AnyPool, key: &str, value: i64) ->
 /// Six steps: two journaled calls in each working step, a wait for `Go` in the middle, and a
 /// stream event per step. The result is a function of `n` and the first `Go` delivered.
 pub fn crash_workflow(pool: AnyPool) -> Arc<dyn ErasedWorkflow> {
-    let opts = StepOptions { timeout: Duration::from_secs(30), retry: RetryPolicy::attempts(5) };
+    let opts = StepOptions {
+        timeout: Duration::from_secs(30),
+        retry: RetryPolicy::attempts(5),
+    };
     let (p1, p2, p4) = (pool.clone(), pool.clone(), pool);
     Workflow::<CrashState>::new::<CrashStart>(CRASH_WORKFLOW)
         .accepts_external::<Go>()
-        .step_with("first", opts, move |ctx: Ctx<CrashState>, ev: CrashStart| {
-            let pool = p1.clone();
-            async move {
-                let a = effect(&ctx, &pool, "a", ev.n).await?;
-                let b = effect(&ctx, &pool, "b", 1).await?;
-                let total = ctx.edit_state(|s| {
-                    s.n = ev.n;
-                    s.total += a + b;
-                    s.total
-                });
-                ctx.write_stream(&Progress { step: "first".into(), total })?;
-                ctx.send(Hop { step: 2 })
-            }
-        })
+        .step_with(
+            "first",
+            opts,
+            move |ctx: Ctx<CrashState>, ev: CrashStart| {
+                let pool = p1.clone();
+                async move {
+                    let a = effect(&ctx, &pool, "a", ev.n).await?;
+                    let b = effect(&ctx, &pool, "b", 1).await?;
+                    let total = ctx.edit_state(|s| {
+                        s.n = ev.n;
+                        s.total += a + b;
+                        s.total
+                    });
+                    ctx.write_stream(&Progress {
+                        step: "first".into(),
+                        total,
+                    })?;
+                    ctx.send(Hop { step: 2 })
+                }
+            },
+        )
         .step_with("hop", opts, move |ctx: Ctx<CrashState>, ev: Hop| {
             let pool = p2.clone();
             async move {
@@ -132,7 +154,10 @@ pub fn crash_workflow(pool: AnyPool) -> Arc<dyn ErasedWorkflow> {
                     s.total += a + b;
                     s.total
                 });
-                ctx.write_stream(&Progress { step: format!("hop{}", ev.step), total })?;
+                ctx.write_stream(&Progress {
+                    step: format!("hop{}", ev.step),
+                    total,
+                })?;
                 // hop2 -> gate -> hop3 -> hop4 -> hop5 -> last
                 match ev.step {
                     2 => ctx.send(AtGate {}),
@@ -147,7 +172,10 @@ pub fn crash_workflow(pool: AnyPool) -> Arc<dyn ErasedWorkflow> {
                 s.total += go.bonus;
                 s.total
             });
-            ctx.write_stream(&Progress { step: "gate".into(), total })?;
+            ctx.write_stream(&Progress {
+                step: "gate".into(),
+                total,
+            })?;
             ctx.send(Hop { step: 3 })
         })
         .step_with("last", opts, move |ctx: Ctx<CrashState>, _: Resume| {
@@ -158,7 +186,10 @@ pub fn crash_workflow(pool: AnyPool) -> Arc<dyn ErasedWorkflow> {
                     s.total += a;
                     s.total
                 });
-                ctx.write_stream(&Progress { step: "last".into(), total })?;
+                ctx.write_stream(&Progress {
+                    step: "last".into(),
+                    total,
+                })?;
                 ctx.stop(&CrashResult { total })
             }
         })
@@ -185,7 +216,10 @@ pub async fn wait_for_run(
         {
             return run;
         }
-        assert!(Instant::now() < deadline, "run {run_id} did not reach the expected state in {timeout:?}");
+        assert!(
+            Instant::now() < deadline,
+            "run {run_id} did not reach the expected state in {timeout:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fathom_e2e::wait_for_run;
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_engine::{
-    Ctx, EngineConfig, Engine, EngineError, ErasedWorkflow, RetryPolicy, StartOptions, StepError,
+    Ctx, Engine, EngineConfig, EngineError, ErasedWorkflow, RetryPolicy, StartOptions, StepError,
     StepOptions, Workflow, impl_event,
 };
 use fathom_store::Dialect;
@@ -35,7 +35,12 @@ struct Answer {
     text: String,
     rounds: u32,
 }
-impl_event!(Answer, "Answer", qualified = "tests.Answer", types = ["StopEvent"]);
+impl_event!(
+    Answer,
+    "Answer",
+    qualified = "tests.Answer",
+    types = ["StopEvent"]
+);
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct St {
@@ -54,9 +59,14 @@ fn gated() -> Arc<dyn ErasedWorkflow> {
             let decision = ctx.wait_for::<ApproveEvent>().await?;
             if decision.approved {
                 let rounds = ctx.state().rounds;
-                ctx.stop(&Answer { text: decision.feedback.unwrap_or_default(), rounds })
+                ctx.stop(&Answer {
+                    text: decision.feedback.unwrap_or_default(),
+                    rounds,
+                })
             } else {
-                ctx.send(Ask { question: "again".into() })
+                ctx.send(Ask {
+                    question: "again".into(),
+                })
             }
         })
         .build()
@@ -77,7 +87,12 @@ fn engine(db: &TestDb, owner: &str, wf: Arc<dyn ErasedWorkflow>) -> Arc<Engine> 
     )
 }
 
-fn run_worker(e: &Arc<Engine>) -> (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+fn run_worker(
+    e: &Arc<Engine>,
+) -> (
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+) {
     let (tx, rx) = tokio::sync::watch::channel(false);
     (tx, tokio::spawn(e.clone().run_worker(rx)))
 }
@@ -88,8 +103,18 @@ async fn approval_survives_restart_and_rejection_replans(dialect: Dialect) {
     let db = fresh(dialect).await;
     let a = engine(&db, "proc-a", gated());
     let (stop, worker) = run_worker(&a);
-    let run = a.start("gated", json!({"question": "why?"}), StartOptions::default()).await.unwrap();
-    let parked = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| r.status == RunStatus::Waiting).await;
+    let run = a
+        .start(
+            "gated",
+            json!({"question": "why?"}),
+            StartOptions::default(),
+        )
+        .await
+        .unwrap();
+    let parked = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status == RunStatus::Waiting
+    })
+    .await;
     assert_eq!(parked.waiting_for.as_deref(), Some("ApproveEvent"));
     // The process stops while the run waits: nothing of the run lives in it.
     stop.send(true).unwrap();
@@ -98,36 +123,100 @@ async fn approval_survives_restart_and_rejection_replans(dialect: Dialect) {
 
     // Another process delivers a rejection, then an approval; a third drives the run.
     let b = engine(&db, "proc-b", gated());
-    b.send(&run.id, "ApproveEvent", json!({"approved": false, "feedback": "narrower"}), Some("d1".into())).await.unwrap();
+    b.send(
+        &run.id,
+        "ApproveEvent",
+        json!({"approved": false, "feedback": "narrower"}),
+        Some("d1".into()),
+    )
+    .await
+    .unwrap();
     let (_stop_b, _wb) = run_worker(&b);
-    wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| r.status == RunStatus::Waiting && r.state["rounds"] == 2).await;
-    b.send(&run.id, "ApproveEvent", json!({"approved": true, "feedback": "go"}), Some("d2".into())).await.unwrap();
-    let done = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| r.status.is_terminal()).await;
+    wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status == RunStatus::Waiting && r.state["rounds"] == 2
+    })
+    .await;
+    b.send(
+        &run.id,
+        "ApproveEvent",
+        json!({"approved": true, "feedback": "go"}),
+        Some("d2".into()),
+    )
+    .await
+    .unwrap();
+    let done = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status.is_terminal()
+    })
+    .await;
     assert_eq!(done.status, RunStatus::Completed);
     let result = done.result.unwrap();
     assert_eq!(result.value, json!({"text": "go", "rounds": 2}));
     assert!(result.is_stop());
     // Sending to a finished run is refused.
-    let late = b.send(&run.id, "ApproveEvent", json!({"approved": true, "feedback": null}), None).await;
-    assert!(matches!(late, Err(EngineError::RunTerminal("completed"))), "{late:?}");
+    let late = b
+        .send(
+            &run.id,
+            "ApproveEvent",
+            json!({"approved": true, "feedback": null}),
+            None,
+        )
+        .await;
+    assert!(
+        matches!(late, Err(EngineError::RunTerminal("completed"))),
+        "{late:?}"
+    );
 }
 
 async fn early_approval_and_bad_events(dialect: Dialect) {
     let db = fresh(dialect).await;
     let e = engine(&db, "proc", gated());
-    let run = e.start("gated", json!({"question": "q"}), StartOptions::default()).await.unwrap();
+    let run = e
+        .start("gated", json!({"question": "q"}), StartOptions::default())
+        .await
+        .unwrap();
     // Before any worker runs: the approval is kept in the mailbox.
-    e.send(&run.id, "ApproveEvent", json!({"approved": true, "feedback": "early"}), None).await.unwrap();
+    e.send(
+        &run.id,
+        "ApproveEvent",
+        json!({"approved": true, "feedback": "early"}),
+        None,
+    )
+    .await
+    .unwrap();
     let unknown = e.send(&run.id, "Nope", json!({}), None).await.unwrap_err();
-    assert_eq!(unknown.to_string(), "invalid event type: Nope. Expected one of ApproveEvent");
-    let invalid = e.send(&run.id, "ApproveEvent", json!({"approved": "yes"}), None).await.unwrap_err();
-    assert!(invalid.to_string().starts_with("invalid ApproveEvent:"), "{invalid}");
-    assert!(matches!(e.send("missing", "ApproveEvent", json!({}), None).await, Err(EngineError::UnknownRun(_))));
-    assert!(matches!(e.start("nope", json!({}), StartOptions::default()).await, Err(EngineError::UnknownWorkflow(_))));
-    let bad_start = e.start("gated", json!({"q": 1}), StartOptions::default()).await.unwrap_err();
-    assert!(bad_start.to_string().contains("missing field `question`"), "{bad_start}");
+    assert_eq!(
+        unknown.to_string(),
+        "invalid event type: Nope. Expected one of ApproveEvent"
+    );
+    let invalid = e
+        .send(&run.id, "ApproveEvent", json!({"approved": "yes"}), None)
+        .await
+        .unwrap_err();
+    assert!(
+        invalid.to_string().starts_with("invalid ApproveEvent:"),
+        "{invalid}"
+    );
+    assert!(matches!(
+        e.send("missing", "ApproveEvent", json!({}), None).await,
+        Err(EngineError::UnknownRun(_))
+    ));
+    assert!(matches!(
+        e.start("nope", json!({}), StartOptions::default()).await,
+        Err(EngineError::UnknownWorkflow(_))
+    ));
+    let bad_start = e
+        .start("gated", json!({"q": 1}), StartOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        bad_start.to_string().contains("missing field `question`"),
+        "{bad_start}"
+    );
     let (_s, _w) = run_worker(&e);
-    let done = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| r.status.is_terminal()).await;
+    let done = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status.is_terminal()
+    })
+    .await;
     assert_eq!(done.result.unwrap().value["text"], "early");
 }
 
@@ -135,13 +224,28 @@ async fn cancel_a_waiting_run(dialect: Dialect) {
     let db = fresh(dialect).await;
     let e = engine(&db, "proc", gated());
     let (_s, _w) = run_worker(&e);
-    let run = e.start("gated", json!({"question": "q"}), StartOptions::default()).await.unwrap();
-    wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| r.status == RunStatus::Waiting).await;
+    let run = e
+        .start("gated", json!({"question": "q"}), StartOptions::default())
+        .await
+        .unwrap();
+    wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status == RunStatus::Waiting
+    })
+    .await;
     e.cancel(&run.id).await.unwrap();
     let events = db.store.events_after(&run.id, -1, 10).await.unwrap();
-    assert_eq!(events.last().unwrap().envelope.event_type, "WorkflowCancelledEvent");
+    assert_eq!(
+        events.last().unwrap().envelope.event_type,
+        "WorkflowCancelledEvent"
+    );
     assert!(matches!(
-        e.send(&run.id, "ApproveEvent", json!({"approved": true, "feedback": null}), None).await,
+        e.send(
+            &run.id,
+            "ApproveEvent",
+            json!({"approved": true, "feedback": null}),
+            None
+        )
+        .await,
         Err(EngineError::RunTerminal("cancelled"))
     ));
 }
@@ -159,24 +263,47 @@ async fn retries_timeouts_and_deadlines(dialect: Dialect) {
     let db = fresh(dialect).await;
     let tries = Arc::new(AtomicU32::new(0));
     let t = tries.clone();
-    let retry = RetryPolicy { max_attempts: 3, initial_backoff: Duration::from_millis(10), max_backoff: Duration::from_millis(50) };
+    let retry = RetryPolicy {
+        max_attempts: 3,
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(50),
+    };
     let flaky = Workflow::<St>::new::<Go>("flaky")
-        .step_with("work", StepOptions { timeout: Duration::from_secs(5), retry }, move |ctx: Ctx<St>, _: Go| {
-            let t = t.clone();
-            async move {
-                // Fails twice, then succeeds on the third attempt.
-                if t.fetch_add(1, Ordering::SeqCst) < 2 {
-                    return Err(StepError::failed("upstream 503"));
+        .step_with(
+            "work",
+            StepOptions {
+                timeout: Duration::from_secs(5),
+                retry,
+            },
+            move |ctx: Ctx<St>, _: Go| {
+                let t = t.clone();
+                async move {
+                    // Fails twice, then succeeds on the third attempt.
+                    if t.fetch_add(1, Ordering::SeqCst) < 2 {
+                        return Err(StepError::failed("upstream 503"));
+                    }
+                    ctx.stop(&Out {
+                        attempts: ctx.attempt(),
+                    })
                 }
-                ctx.stop(&Out { attempts: ctx.attempt() })
-            }
-        })
+            },
+        )
         .build();
     let slow = Workflow::<St>::new::<Go>("slow")
-        .step_with("hang", StepOptions { timeout: Duration::from_millis(100), retry: RetryPolicy { max_attempts: 2, ..retry } }, |_ctx: Ctx<St>, _: Go| async move {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            Ok(())
-        })
+        .step_with(
+            "hang",
+            StepOptions {
+                timeout: Duration::from_millis(100),
+                retry: RetryPolicy {
+                    max_attempts: 2,
+                    ..retry
+                },
+            },
+            |_ctx: Ctx<St>, _: Go| async move {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok(())
+            },
+        )
         .build();
     let forever = Workflow::<St>::new::<Go>("forever")
         .run_timeout(Duration::from_millis(300))
@@ -186,32 +313,65 @@ async fn retries_timeouts_and_deadlines(dialect: Dialect) {
         })
         .build();
     let e = Arc::new(
-        Engine::new(Arc::new(db.store.clone()), EngineConfig { owner: "p".into(), poll_interval: Duration::from_millis(25), ..Default::default() })
-            .register(flaky)
-            .register(slow)
-            .register(forever),
+        Engine::new(
+            Arc::new(db.store.clone()),
+            EngineConfig {
+                owner: "p".into(),
+                poll_interval: Duration::from_millis(25),
+                ..Default::default()
+            },
+        )
+        .register(flaky)
+        .register(slow)
+        .register(forever),
     );
     let (_s, _w) = run_worker(&e);
     let store = db.store.as_ref_store();
 
-    let r = e.start("flaky", json!({}), StartOptions::default()).await.unwrap();
+    let r = e
+        .start("flaky", json!({}), StartOptions::default())
+        .await
+        .unwrap();
     let done = wait_for_run(store, &r.id, WAIT, |r| r.status.is_terminal()).await;
     assert_eq!(done.status, RunStatus::Completed);
     assert_eq!(done.result.unwrap().value["attempts"], 3);
 
-    let r = e.start("slow", json!({}), StartOptions::default()).await.unwrap();
+    let r = e
+        .start("slow", json!({}), StartOptions::default())
+        .await
+        .unwrap();
     let done = wait_for_run(store, &r.id, WAIT, |r| r.status.is_terminal()).await;
     assert_eq!(done.status, RunStatus::Failed);
-    let last = store.events_after(&r.id, -1, 10).await.unwrap().pop().unwrap().envelope;
+    let last = store
+        .events_after(&r.id, -1, 10)
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+        .envelope;
     assert_eq!(last.event_type, "WorkflowFailedEvent");
     assert_eq!(last.value["step_name"], "hang");
     assert_eq!(last.value["attempts"], 2);
-    assert!(last.value["exception"]["exception_message"].as_str().unwrap().contains("timed out"));
+    assert!(
+        last.value["exception"]["exception_message"]
+            .as_str()
+            .unwrap()
+            .contains("timed out")
+    );
 
-    let r = e.start("forever", json!({}), StartOptions::default()).await.unwrap();
+    let r = e
+        .start("forever", json!({}), StartOptions::default())
+        .await
+        .unwrap();
     let done = wait_for_run(store, &r.id, WAIT, |r| r.status.is_terminal()).await;
     assert_eq!(done.status, RunStatus::Failed);
-    let last = store.events_after(&r.id, -1, 100).await.unwrap().pop().unwrap().envelope;
+    let last = store
+        .events_after(&r.id, -1, 100)
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+        .envelope;
     assert_eq!(last.event_type, "WorkflowTimedOutEvent");
     assert_eq!(last.value["active_steps"], json!(["loop"]));
     assert!(done.error.unwrap().contains("timed out"));
@@ -232,4 +392,9 @@ macro_rules! both {
         mod postgres { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Postgres).await })* }
     };
 }
-both!(approval_survives_restart_and_rejection_replans, early_approval_and_bad_events, cancel_a_waiting_run, retries_timeouts_and_deadlines);
+both!(
+    approval_survives_restart_and_rejection_replans,
+    early_approval_and_bad_events,
+    cancel_a_waiting_run,
+    retries_timeouts_and_deadlines
+);

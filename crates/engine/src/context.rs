@@ -52,7 +52,10 @@ pub struct Ctx<S> {
 
 impl<S> Clone for Ctx<S> {
     fn clone(&self) -> Self {
-        Ctx { parts: self.parts.clone(), buf: self.buf.clone() }
+        Ctx {
+            parts: self.parts.clone(),
+            buf: self.buf.clone(),
+        }
     }
 }
 
@@ -105,7 +108,9 @@ impl<S: Serialize + Clone> Ctx<S> {
 
     /// Time left before the run's global deadline.
     pub fn remaining(&self) -> Option<Duration> {
-        self.parts.deadline.map(|d| d.saturating_duration_since(Instant::now()))
+        self.parts
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
     /// A copy of the run's state as this step sees it.
@@ -123,7 +128,10 @@ impl<S: Serialize + Clone> Ctx<S> {
     /// Sends an event to the step that accepts its type (after this step commits).
     pub fn send<E: Event>(&self, event: E) -> Result<(), StepError> {
         let payload = serde_json::to_value(&event)?;
-        self.lock().effects.sent.push((E::TYPE.to_string(), payload));
+        self.lock()
+            .effects
+            .sent
+            .push((E::TYPE.to_string(), payload));
         Ok(())
     }
 
@@ -162,7 +170,9 @@ impl<S: Serialize + Clone> Ctx<S> {
                 StepError::Failed(format!("journaled result of '{key}' no longer fits: {e}"))
             });
         }
-        let value = f().await.map_err(|e| StepError::Failed(format!("{key}: {e}")))?;
+        let value = f()
+            .await
+            .map_err(|e| StepError::Failed(format!("{key}: {e}")))?;
         let json = serde_json::to_value(&value)?;
         let stored = p.store.journal_put(&p.lease, p.scope, key, &json).await?;
         if stored == json {

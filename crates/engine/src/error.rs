@@ -9,7 +9,10 @@ pub enum StepError {
     /// The step waits for an external event that has not arrived. Not a failure: the run is
     /// parked, and the step runs again when the event arrives.
     #[error("waiting for {event_type}")]
-    Suspend { event_type: String, mailbox_seq: i64 },
+    Suspend {
+        event_type: String,
+        mailbox_seq: i64,
+    },
     /// The run's lease was lost; this process must stop driving it.
     #[error("lease lost")]
     LeaseLost,

@@ -80,7 +80,11 @@ impl Envelope {
 pub struct StopEvent {
     pub result: Value,
 }
-impl_event!(StopEvent, "StopEvent", qualified = "workflows.events.StopEvent");
+impl_event!(
+    StopEvent,
+    "StopEvent",
+    qualified = "workflows.events.StopEvent"
+);
 
 /// Streamed when a run is cancelled.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -143,12 +147,18 @@ mod tests {
         })
         .unwrap();
         assert!(failed.is_stop());
-        assert_eq!(failed.types.as_deref(), Some(&["StopEvent".to_string()][..]));
+        assert_eq!(
+            failed.types.as_deref(),
+            Some(&["StopEvent".to_string()][..])
+        );
         let json = serde_json::to_value(&failed).unwrap();
         assert_eq!(json["type"], "WorkflowFailedEvent");
         assert_eq!(json["value"]["exception"]["exception_message"], "kaboom");
 
-        let stop = Envelope::of(&StopEvent { result: Value::from(3) }).unwrap();
+        let stop = Envelope::of(&StopEvent {
+            result: Value::from(3),
+        })
+        .unwrap();
         assert!(stop.is_stop());
         assert_eq!(serde_json::to_value(&stop).unwrap()["types"], Value::Null);
     }

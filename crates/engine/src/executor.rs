@@ -106,7 +106,10 @@ impl Engine {
     }
 
     fn notify(&self, run_id: &str, last_seq: Option<i64>) {
-        let _ = self.notices.send(RunNotice { run_id: run_id.to_string(), last_seq });
+        let _ = self.notices.send(RunNotice {
+            run_id: run_id.to_string(),
+            last_seq,
+        });
     }
 
     /// Creates a run with `start` as its first event. The run is driven by whichever worker
@@ -121,10 +124,11 @@ impl Engine {
             .workflows
             .get(workflow)
             .ok_or_else(|| EngineError::UnknownWorkflow(workflow.to_string()))?;
-        wf.validate_start(&start).map_err(|reason| EngineError::InvalidStart {
-            workflow: workflow.to_string(),
-            reason,
-        })?;
+        wf.validate_start(&start)
+            .map_err(|reason| EngineError::InvalidStart {
+                workflow: workflow.to_string(),
+                reason,
+            })?;
         let timeout = opts.timeout.or(wf.run_timeout());
         let id = opts.run_id.unwrap_or_else(crate::new_id);
         let run = self
@@ -175,7 +179,10 @@ impl Engine {
                 });
             }
             Some(Err(reason)) => {
-                return Err(EngineError::InvalidEvent { event_type: event_type.to_string(), reason });
+                return Err(EngineError::InvalidEvent {
+                    event_type: event_type.to_string(),
+                    reason,
+                });
             }
             Some(Ok(())) => {}
         }
@@ -183,7 +190,11 @@ impl Engine {
             .store
             .deliver(
                 run_id,
-                NewMessage { event_type: event_type.to_string(), payload, idempotency_key },
+                NewMessage {
+                    event_type: event_type.to_string(),
+                    payload,
+                    idempotency_key,
+                },
             )
             .await?;
         match &outcome {
@@ -198,7 +209,8 @@ impl Engine {
     /// Cancels a run: it stops at its next commit, and a `WorkflowCancelledEvent` ends its
     /// stream.
     pub async fn cancel(&self, run_id: &str) -> Result<CancelOutcome, EngineError> {
-        let env = Envelope::of(&WorkflowCancelledEvent {}).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let env = Envelope::of(&WorkflowCancelledEvent {})
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let outcome = self.store.cancel_run(run_id, env).await?;
         self.notify(run_id, None);
         Ok(outcome)
@@ -208,7 +220,9 @@ impl Engine {
     /// incarnation first, so a restarted process carries on with its runs at once.
     pub async fn run_worker(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         match self.store.release_owner(&self.config.owner).await {
-            Ok(n) if n > 0 => info!(owner = %self.config.owner, runs = n, "took back runs after restart"),
+            Ok(n) if n > 0 => {
+                info!(owner = %self.config.owner, runs = n, "took back runs after restart")
+            }
             Ok(_) => {}
             Err(e) => warn!(error = %e, "could not release stale leases"),
         }
@@ -228,12 +242,18 @@ impl Engine {
                 {
                     Ok(Some((run, lease))) => {
                         claimed_any = true;
-                        self.active.lock().unwrap_or_else(|p| p.into_inner()).insert(run.id.clone());
+                        self.active
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(run.id.clone());
                         let me = self.clone();
                         tasks.spawn(async move {
                             let id = lease.run_id.clone();
                             me.drive(run, lease).await;
-                            me.active.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                            me.active
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .remove(&id);
                             me.wake.notify_one();
                         });
                     }
@@ -261,7 +281,12 @@ impl Engine {
     }
 
     fn active_runs(&self) -> Vec<String> {
-        self.active.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+        self.active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     fn lease_ttl_ms(&self) -> i64 {
@@ -305,9 +330,9 @@ impl Engine {
         lease: &Lease,
         lost: watch::Receiver<bool>,
     ) -> Result<bool, StoreError> {
-        let deadline = first.deadline_at.map(|at| {
-            Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64)
-        });
+        let deadline = first
+            .deadline_at
+            .map(|at| Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64));
         loop {
             if *lost.borrow() {
                 return Ok(false);
@@ -319,8 +344,15 @@ impl Engine {
                 return Ok(true);
             }
             let Some(pending) = self.store.next_pending(&run.id).await? else {
-                self.fail_run(lease, &run, "workflow", "no step sent an event or stopped the run", 1, 0.0)
-                    .await?;
+                self.fail_run(
+                    lease,
+                    &run,
+                    "workflow",
+                    "no step sent an event or stopped the run",
+                    1,
+                    0.0,
+                )
+                .await?;
                 return Ok(false);
             };
             let Some((step, step_timeout, retry)) = wf.step_for(&pending.event_type) else {
@@ -351,7 +383,12 @@ impl Engine {
             let started = Instant::now();
             let started_at = now_ms();
             debug!(run = %run.id, step, attempt, "step start");
-            let fut = wf.run_step(parts, &pending.event_type, pending.payload.clone(), run.state.clone());
+            let fut = wf.run_step(
+                parts,
+                &pending.event_type,
+                pending.payload.clone(),
+                run.state.clone(),
+            );
             let mut lost_wait = lost.clone();
             let outcome = tokio::select! {
                 r = tokio::time::timeout(limit, fut) => r,
@@ -364,7 +401,10 @@ impl Engine {
                     return Ok(false);
                 }
                 Err(_) => (
-                    Err(StepError::Failed(format!("step timed out after {:.1}s", limit.as_secs_f64()))),
+                    Err(StepError::Failed(format!(
+                        "step timed out after {:.1}s",
+                        limit.as_secs_f64()
+                    ))),
                     Default::default(),
                 ),
             };
@@ -396,22 +436,25 @@ impl Engine {
                         return Ok(false);
                     }
                 }
-                Err(StepError::Suspend { event_type, mailbox_seq }) => {
-                    match self.store.suspend(lease, &event_type, mailbox_seq).await? {
-                        SuspendOutcome::Suspended => {
-                            debug!(run = %run.id, step, %event_type, "parked");
-                            self.notify(&run.id, None);
-                            return Ok(false);
-                        }
-                        SuspendOutcome::MailArrived => continue,
+                Err(StepError::Suspend {
+                    event_type,
+                    mailbox_seq,
+                }) => match self.store.suspend(lease, &event_type, mailbox_seq).await? {
+                    SuspendOutcome::Suspended => {
+                        debug!(run = %run.id, step, %event_type, "parked");
+                        self.notify(&run.id, None);
+                        return Ok(false);
                     }
-                }
+                    SuspendOutcome::MailArrived => continue,
+                },
                 Err(StepError::LeaseLost) => return Ok(false),
                 Err(err @ (StepError::Failed(_) | StepError::Store(_))) => {
                     let msg = err.to_string();
                     if attempt < retry.max_attempts {
                         warn!(run = %run.id, step, attempt, error = %msg, "step failed; retrying");
-                        self.store.record_attempt_failure(lease, pending.id, &msg).await?;
+                        self.store
+                            .record_attempt_failure(lease, pending.id, &msg)
+                            .await?;
                         let mut lost_wait = lost.clone();
                         tokio::select! {
                             _ = tokio::time::sleep(retry.backoff(attempt + 1)) => {}
@@ -420,7 +463,8 @@ impl Engine {
                     } else {
                         warn!(run = %run.id, step, attempt, error = %msg, "step failed; run failed");
                         let elapsed = started.elapsed().as_secs_f64();
-                        self.fail_run(lease, &run, step, &msg, attempt, elapsed).await?;
+                        self.fail_run(lease, &run, step, &msg, attempt, elapsed)
+                            .await?;
                         return Ok(false);
                     }
                 }
@@ -447,15 +491,31 @@ impl Engine {
             elapsed_seconds,
         })
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.finish(lease, run, step, StepOutcome::Failed { error: message.to_string(), event }).await
+        self.finish(
+            lease,
+            run,
+            step,
+            StepOutcome::Failed {
+                error: message.to_string(),
+                event,
+            },
+        )
+        .await
     }
 
     async fn time_out(&self, lease: &Lease, run: &RunRecord, step: &str) -> Result<(), StoreError> {
-        let timeout = run.deadline_at.map(|d| (d - run.created_at) as f64 / 1000.0).unwrap_or(0.0);
-        let event = Envelope::of(&WorkflowTimedOutEvent { timeout, active_steps: vec![step.to_string()] })
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let timeout = run
+            .deadline_at
+            .map(|d| (d - run.created_at) as f64 / 1000.0)
+            .unwrap_or(0.0);
+        let event = Envelope::of(&WorkflowTimedOutEvent {
+            timeout,
+            active_steps: vec![step.to_string()],
+        })
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let error = format!("run timed out after {timeout:.1}s in step {step}");
-        self.finish(lease, run, step, StepOutcome::Failed { error, event }).await
+        self.finish(lease, run, step, StepOutcome::Failed { error, event })
+            .await
     }
 
     async fn finish(

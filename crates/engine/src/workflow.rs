@@ -18,7 +18,10 @@ pub trait WorkflowState:
     Serialize + DeserializeOwned + Default + Clone + Send + Sync + 'static
 {
 }
-impl<T: Serialize + DeserializeOwned + Default + Clone + Send + Sync + 'static> WorkflowState for T {}
+impl<T: Serialize + DeserializeOwned + Default + Clone + Send + Sync + 'static> WorkflowState
+    for T
+{
+}
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -38,13 +41,18 @@ impl RetryPolicy {
     };
 
     pub fn attempts(max_attempts: u32) -> Self {
-        RetryPolicy { max_attempts: max_attempts.max(1), ..Self::default() }
+        RetryPolicy {
+            max_attempts: max_attempts.max(1),
+            ..Self::default()
+        }
     }
 
     /// Backoff before attempt `next` (2-based: the wait after the first failure).
     pub fn backoff(&self, next: u32) -> Duration {
         let exp = next.saturating_sub(2).min(16);
-        self.initial_backoff.saturating_mul(1 << exp).min(self.max_backoff)
+        self.initial_backoff
+            .saturating_mul(1 << exp)
+            .min(self.max_backoff)
     }
 }
 
@@ -57,6 +65,9 @@ impl Default for RetryPolicy {
         }
     }
 }
+
+/// Checks that a JSON payload decodes as a given event type.
+type Validator = fn(&Value) -> Result<(), String>;
 
 type Handler<S> = Arc<dyn Fn(Ctx<S>, Value) -> BoxFuture<Result<(), StepError>> + Send + Sync>;
 
@@ -77,7 +88,10 @@ pub struct StepOptions {
 
 impl Default for StepOptions {
     fn default() -> Self {
-        StepOptions { timeout: Duration::from_secs(300), retry: RetryPolicy::default() }
+        StepOptions {
+            timeout: Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+        }
     }
 }
 
@@ -86,15 +100,17 @@ impl Default for StepOptions {
 pub struct Workflow<S: WorkflowState> {
     name: String,
     start_type: &'static str,
-    validate_start: fn(&Value) -> Result<(), String>,
+    validate_start: Validator,
     steps: Vec<StepDef<S>>,
     by_event: HashMap<&'static str, usize>,
-    external: Vec<(&'static str, fn(&Value) -> Result<(), String>)>,
+    external: Vec<(&'static str, Validator)>,
     run_timeout: Option<Duration>,
 }
 
 fn validate_as<E: Event>(v: &Value) -> Result<(), String> {
-    serde_json::from_value::<E>(v.clone()).map(|_| ()).map_err(|e| e.to_string())
+    serde_json::from_value::<E>(v.clone())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 impl<S: WorkflowState> Workflow<S> {
@@ -210,7 +226,10 @@ impl<S: WorkflowState> ErasedWorkflow for Workflow<S> {
         self.external.iter().map(|(t, _)| *t).collect()
     }
     fn validate_external(&self, event_type: &str, payload: &Value) -> Option<Result<(), String>> {
-        self.external.iter().find(|(t, _)| *t == event_type).map(|(_, v)| v(payload))
+        self.external
+            .iter()
+            .find(|(t, _)| *t == event_type)
+            .map(|(_, v)| v(payload))
     }
     fn step_names(&self) -> Vec<(&'static str, &'static str)> {
         self.steps.iter().map(|s| (s.name, s.accepts)).collect()

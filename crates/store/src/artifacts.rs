@@ -24,11 +24,12 @@ impl ArtifactStore for SqlStore {
         if done.rows_affected() > 0 {
             self.count_commit();
         }
-        let row = sqlx::query("SELECT content_type, size, created_at FROM artifacts WHERE file_id = $1")
-            .bind(&file_id)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(db_err)?;
+        let row =
+            sqlx::query("SELECT content_type, size, created_at FROM artifacts WHERE file_id = $1")
+                .bind(&file_id)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_err)?;
         Ok(ArtifactMeta {
             file_id,
             content_type: row.try_get(0).map_err(db_err)?,

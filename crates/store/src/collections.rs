@@ -98,7 +98,11 @@ fn condition(d: Dialect, p: &mut Params, c: &Condition) -> String {
                             .collect::<Vec<_>>()
                             .join(" OR ")
                     };
-                    if c.op == Op::Includes { format!("({any})") } else { format!("NOT ({any})") }
+                    if c.op == Op::Includes {
+                        format!("({any})")
+                    } else {
+                        format!("NOT ({any})")
+                    }
                 }
                 Op::Eq => scalar_eq(d, p, &path, &c.value),
                 Op::Ne => format!("NOT {}", scalar_eq(d, p, &path, &c.value)),
@@ -145,7 +149,11 @@ fn top_condition(d: Dialect, p: &mut Params, col: &str, op: Op, value: &Value) -
         Op::Includes | Op::Excludes => {
             let list = value.as_array().cloned().unwrap_or_default();
             if list.is_empty() {
-                return if op == Op::Includes { "1 = 0".into() } else { "1 = 1".into() };
+                return if op == Op::Includes {
+                    "1 = 0".into()
+                } else {
+                    "1 = 1".into()
+                };
             }
             let ph: Vec<String> = list.iter().map(|v| bind(p, v)).collect();
             let not = if op == Op::Excludes { "NOT " } else { "" };
@@ -224,15 +232,30 @@ async fn insert_items(
 #[async_trait]
 impl CollectionStore for SqlStore {
     async fn create_item(&self, item: NewItem) -> StoreResult<Item> {
-        let scope = CollectionScope { deployment_name: item.deployment_name, collection: item.collection };
+        let scope = CollectionScope {
+            deployment_name: item.deployment_name,
+            collection: item.collection,
+        };
         let mut tx = self.begin_write().await?;
-        let mut items = insert_items(self, &mut tx, &scope, item.project_id.as_deref(), vec![item.data]).await?;
+        let mut items = insert_items(
+            self,
+            &mut tx,
+            &scope,
+            item.project_id.as_deref(),
+            vec![item.data],
+        )
+        .await?;
         self.commit(tx).await?;
-        items.pop().ok_or_else(|| StoreError::Backend("insert returned nothing".into()))
+        items
+            .pop()
+            .ok_or_else(|| StoreError::Backend("insert returned nothing".into()))
     }
 
     async fn get_item(&self, id: &str) -> StoreResult<Option<Item>> {
-        let sql = format!("SELECT {} FROM collection_items WHERE id = $1", item_cols(self.dialect));
+        let sql = format!(
+            "SELECT {} FROM collection_items WHERE id = $1",
+            item_cols(self.dialect)
+        );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
             .fetch_optional(&self.pool)
@@ -283,7 +306,10 @@ impl CollectionStore for SqlStore {
             item_cols(d)
         );
         let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
-        let mut items = rows.iter().map(item_from_row).collect::<StoreResult<Vec<_>>>()?;
+        let mut items = rows
+            .iter()
+            .map(item_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
         let next_offset = if items.len() as i64 > size {
             items.truncate(size as usize);
             Some(offset + size)
@@ -302,7 +328,11 @@ impl CollectionStore for SqlStore {
         } else {
             None
         };
-        Ok(SearchPage { items, next_offset, total })
+        Ok(SearchPage {
+            items,
+            next_offset,
+            total,
+        })
     }
 
     async fn aggregate(&self, q: &AggregateQuery) -> StoreResult<AggregatePage> {
@@ -318,7 +348,11 @@ impl CollectionStore for SqlStore {
                 d.json_text(&path)
             })
             .collect();
-        let key_cols: Vec<String> = keys.iter().enumerate().map(|(i, k)| format!("{k} AS k{i}")).collect();
+        let key_cols: Vec<String> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| format!("{k} AS k{i}"))
+            .collect();
         let key_names: Vec<String> = (0..keys.len()).map(|i| format!("k{i}")).collect();
         let partition = if keys.is_empty() {
             String::new()
@@ -329,7 +363,9 @@ impl CollectionStore for SqlStore {
         let wh = where_clause(d, &mut p, &q.scope, &q.filter);
         let mut select = key_cols.clone();
         select.push(format!("COUNT(*) OVER ({partition}) AS cnt"));
-        select.push(format!("ROW_NUMBER() OVER ({partition} ORDER BY {order}) AS rn"));
+        select.push(format!(
+            "ROW_NUMBER() OVER ({partition} ORDER BY {order}) AS rn"
+        ));
         select.push(item_cols(d));
         let group_order = if key_names.is_empty() {
             "cnt".to_string()
@@ -363,7 +399,11 @@ impl CollectionStore for SqlStore {
             groups.push(AggregateGroup {
                 group_key,
                 count: q.count.then_some(count),
-                first_item: if q.first { Some(item_from_row(row)?) } else { None },
+                first_item: if q.first {
+                    Some(item_from_row(row)?)
+                } else {
+                    None
+                },
             });
         }
         let next_offset = if groups.len() as i64 > size {
@@ -400,7 +440,11 @@ impl CollectionStore for SqlStore {
             let row = p.query(sql).fetch_one(&self.pool).await.map_err(db_err)?;
             row.try_get::<i64, _>(0).map_err(db_err)?
         };
-        Ok(AggregatePage { groups, next_offset, total })
+        Ok(AggregatePage {
+            groups,
+            next_offset,
+            total,
+        })
     }
 
     async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> StoreResult<u64> {

@@ -112,21 +112,28 @@ impl Dialect {
     /// Missing or JSON null.
     pub(crate) fn is_null(self, path: &str) -> String {
         match self {
-            Dialect::Postgres => format!(
-                "(data #> {path} IS NULL OR jsonb_typeof(data #> {path}) = 'null')"
-            ),
-            Dialect::Sqlite => format!(
-                "(json_type(data, {path}) IS NULL OR json_type(data, {path}) = 'null')"
-            ),
+            Dialect::Postgres => {
+                format!("(data #> {path} IS NULL OR jsonb_typeof(data #> {path}) = 'null')")
+            }
+            Dialect::Sqlite => {
+                format!("(json_type(data, {path}) IS NULL OR json_type(data, {path}) = 'null')")
+            }
         }
     }
 
     /// The value at `path` is an array holding `element` (JSON text of a scalar).
-    pub(crate) fn array_contains(self, params: &mut Params, path: &str, element: &serde_json::Value) -> String {
+    pub(crate) fn array_contains(
+        self,
+        params: &mut Params,
+        path: &str,
+        element: &serde_json::Value,
+    ) -> String {
         match self {
             Dialect::Postgres => {
                 let p = params.text(serde_json::Value::Array(vec![element.clone()]).to_string());
-                format!("(jsonb_typeof(data #> {path}) = 'array' AND (data #> {path}) @> CAST({p} AS jsonb))")
+                format!(
+                    "(jsonb_typeof(data #> {path}) = 'array' AND (data #> {path}) @> CAST({p} AS jsonb))"
+                )
             }
             Dialect::Sqlite => {
                 let cond = match element {

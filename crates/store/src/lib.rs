@@ -12,7 +12,6 @@ mod runs;
 mod sql;
 pub mod testing;
 
-
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -45,7 +44,9 @@ pub struct SqlStore {
 
 impl std::fmt::Debug for SqlStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqlStore").field("dialect", &self.dialect).finish()
+        f.debug_struct("SqlStore")
+            .field("dialect", &self.dialect)
+            .finish()
     }
 }
 
@@ -61,10 +62,16 @@ impl DatabaseTarget {
     pub fn parse(s: &str) -> StoreResult<Self> {
         let s = s.trim();
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
-            return Ok(DatabaseTarget { url: s.to_string(), dialect: Dialect::Postgres });
+            return Ok(DatabaseTarget {
+                url: s.to_string(),
+                dialect: Dialect::Postgres,
+            });
         }
         if s.starts_with("sqlite:") {
-            return Ok(DatabaseTarget { url: s.to_string(), dialect: Dialect::Sqlite });
+            return Ok(DatabaseTarget {
+                url: s.to_string(),
+                dialect: Dialect::Sqlite,
+            });
         }
         if s.contains("://") {
             return Err(StoreError::Invalid(format!(
@@ -75,7 +82,10 @@ impl DatabaseTarget {
         if s.is_empty() {
             return Err(StoreError::Invalid("empty database path".into()));
         }
-        Ok(DatabaseTarget { url: format!("sqlite://{s}?mode=rwc"), dialect: Dialect::Sqlite })
+        Ok(DatabaseTarget {
+            url: format!("sqlite://{s}?mode=rwc"),
+            dialect: Dialect::Sqlite,
+        })
     }
 
     /// The SQLite file this target names, if any.
@@ -83,7 +93,10 @@ impl DatabaseTarget {
         if self.dialect != Dialect::Sqlite {
             return None;
         }
-        let rest = self.url.strip_prefix("sqlite://").or_else(|| self.url.strip_prefix("sqlite:"))?;
+        let rest = self
+            .url
+            .strip_prefix("sqlite://")
+            .or_else(|| self.url.strip_prefix("sqlite:"))?;
         Some(rest.split('?').next().unwrap_or(rest))
     }
 }
@@ -99,7 +112,10 @@ impl SqlStore {
             && !dir.as_os_str().is_empty()
         {
             std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError::Invalid(format!("cannot create database folder {}: {e}", dir.display()))
+                StoreError::Invalid(format!(
+                    "cannot create database folder {}: {e}",
+                    dir.display()
+                ))
             })?;
         }
         let options = AnyConnectOptions::from_str(&target.url)
@@ -134,7 +150,11 @@ impl SqlStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
-        Ok(SqlStore { pool, dialect, stats: Arc::new(StoreStats::default()) })
+        Ok(SqlStore {
+            pool,
+            dialect,
+            stats: Arc::new(StoreStats::default()),
+        })
     }
 
     pub fn dialect(&self) -> Dialect {

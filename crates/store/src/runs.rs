@@ -1,9 +1,9 @@
 use async_trait::async_trait;
 use fathom_engine::Envelope;
 use fathom_engine::store::{
-    CancelOutcome, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent,
-    RunFilter, RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoreError, StoreResult,
-    StoredEvent, SuspendOutcome, now_ms,
+    CancelOutcome, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent, RunFilter,
+    RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoreError, StoreResult, StoredEvent,
+    SuspendOutcome, now_ms,
 };
 use serde_json::Value;
 use sqlx::Row;
@@ -25,7 +25,10 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
         status: RunStatus::parse(&status)
             .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?,
         state: serde_json::from_str(&state).map_err(json_err)?,
-        result: result.map(|r| serde_json::from_str(&r)).transpose().map_err(json_err)?,
+        result: result
+            .map(|r| serde_json::from_str(&r))
+            .transpose()
+            .map_err(json_err)?,
         error: row.try_get("error").map_err(db_err)?,
         waiting_for: row.try_get("waiting_for").map_err(db_err)?,
         next_seq: row.try_get("next_seq").map_err(db_err)?,
@@ -61,7 +64,10 @@ impl RunStore for SqlStore {
         .await
         .map_err(db_err)?;
         let Some(row) = row else {
-            return Err(StoreError::Conflict(format!("run {} already exists", run.id)));
+            return Err(StoreError::Conflict(format!(
+                "run {} already exists",
+                run.id
+            )));
         };
         sqlx::query(
             "INSERT INTO run_inbox (run_id, event_type, payload, created_at) VALUES ($1, $2, $3, $4)",
@@ -79,11 +85,13 @@ impl RunStore for SqlStore {
     }
 
     async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {RUN_COLS} FROM runs WHERE id = $1")))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err)?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLS} FROM runs WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
         row.as_ref().map(run_from_row).transpose()
     }
 
@@ -106,12 +114,20 @@ impl RunStore for SqlStore {
 
     async fn delete_run(&self, id: &str) -> StoreResult<bool> {
         let mut tx = self.begin_write().await?;
-        for table in ["run_inbox", "step_journal", "call_journal", "run_events", "mailbox"] {
-            sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE run_id = $1")))
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?;
+        for table in [
+            "run_inbox",
+            "step_journal",
+            "call_journal",
+            "run_events",
+            "mailbox",
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE run_id = $1"
+            )))
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
         }
         let done = sqlx::query("DELETE FROM runs WHERE id = $1")
             .bind(id)
@@ -147,12 +163,23 @@ impl RunStore for SqlStore {
             "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1 \
              WHERE id = ({candidates}) RETURNING {RUN_COLS}, fence"
         );
-        let row = p.query(sql).fetch_optional(&self.pool).await.map_err(db_err)?;
+        let row = p
+            .query(sql)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
         let Some(row) = row else { return Ok(None) };
         self.count_commit();
         let run = run_from_row(&row)?;
         let fence: i64 = row.try_get("fence").map_err(db_err)?;
-        Ok(Some((run.clone(), Lease { run_id: run.id, owner: owner.to_string(), fence })))
+        Ok(Some((
+            run.clone(),
+            Lease {
+                run_id: run.id,
+                owner: owner.to_string(),
+                fence,
+            },
+        )))
     }
 
     async fn claim_run(
@@ -178,7 +205,14 @@ impl RunStore for SqlStore {
         self.count_commit();
         let run = run_from_row(&row)?;
         let fence: i64 = row.try_get("fence").map_err(db_err)?;
-        Ok(Some((run, Lease { run_id: id.to_string(), owner: owner.to_string(), fence })))
+        Ok(Some((
+            run,
+            Lease {
+                run_id: id.to_string(),
+                owner: owner.to_string(),
+                fence,
+            },
+        )))
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> StoreResult<bool> {
@@ -555,7 +589,9 @@ impl RunStore for SqlStore {
                 None => DeliverOutcome::RunNotFound,
                 Some(row) => {
                     let s: String = row.try_get(0).map_err(db_err)?;
-                    DeliverOutcome::RunTerminal(RunStatus::parse(&s).unwrap_or(RunStatus::Completed))
+                    DeliverOutcome::RunTerminal(
+                        RunStatus::parse(&s).unwrap_or(RunStatus::Completed),
+                    )
                 }
             });
         }
@@ -579,13 +615,17 @@ impl RunStore for SqlStore {
             }
             None => {
                 tx.rollback().await.map_err(db_err)?;
-                let row = sqlx::query("SELECT id FROM mailbox WHERE run_id = $1 AND idempotency_key = $2")
-                    .bind(run_id)
-                    .bind(&key)
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(db_err)?;
-                Ok(DeliverOutcome::Duplicate { message_id: row.try_get(0).map_err(db_err)? })
+                let row = sqlx::query(
+                    "SELECT id FROM mailbox WHERE run_id = $1 AND idempotency_key = $2",
+                )
+                .bind(run_id)
+                .bind(&key)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_err)?;
+                Ok(DeliverOutcome::Duplicate {
+                    message_id: row.try_get(0).map_err(db_err)?,
+                })
             }
         }
     }
@@ -613,10 +653,16 @@ impl RunStore for SqlStore {
             None => None,
             Some(row) => {
                 let payload: String = row.try_get(1).map_err(db_err)?;
-                Some((row.try_get(0).map_err(db_err)?, serde_json::from_str(&payload).map_err(json_err)?))
+                Some((
+                    row.try_get(0).map_err(db_err)?,
+                    serde_json::from_str(&payload).map_err(json_err)?,
+                ))
             }
         };
-        Ok(MailboxView { message, mailbox_seq })
+        Ok(MailboxView {
+            message,
+            mailbox_seq,
+        })
     }
 
     async fn events_after(
@@ -673,7 +719,9 @@ impl RunStore for SqlStore {
                 None => CancelOutcome::NotFound,
                 Some(row) => {
                     let s: String = row.try_get(0).map_err(db_err)?;
-                    CancelOutcome::AlreadyTerminal(RunStatus::parse(&s).unwrap_or(RunStatus::Completed))
+                    CancelOutcome::AlreadyTerminal(
+                        RunStatus::parse(&s).unwrap_or(RunStatus::Completed),
+                    )
                 }
             });
         };

@@ -30,7 +30,9 @@ pub async fn fresh_url(dialect: Dialect) -> (String, Option<tempfile::TempDir>) 
             sqlx::any::install_default_drivers();
             let admin = postgres_url();
             let name = format!("fathom_t_{}", uuid::Uuid::new_v4().simple());
-            let pool = sqlx::AnyPool::connect(&admin).await.expect("connect to test postgres");
+            let pool = sqlx::AnyPool::connect(&admin)
+                .await
+                .expect("connect to test postgres");
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
                 .execute(&pool)
                 .await
@@ -45,5 +47,9 @@ pub async fn fresh_url(dialect: Dialect) -> (String, Option<tempfile::TempDir>) 
 pub async fn fresh(dialect: Dialect) -> TestDb {
     let (url, dir) = fresh_url(dialect).await;
     let store = SqlStore::connect(&url).await.expect("connect test store");
-    TestDb { store, url, _dir: dir }
+    TestDb {
+        store,
+        url,
+        _dir: dir,
+    }
 }

@@ -74,13 +74,37 @@ fn commit(consumed: i64, stream: Vec<Envelope>, outcome: StepOutcome) -> StepCom
 
 async fn step_commit_is_atomic_and_numbers_events(s: SqlStore) {
     new_run(&s, "r1").await;
-    assert!(matches!(s.create_run(NewRun { id: "r1".into(), workflow: "wf".into(), state: json!({}), start_type: "Start".into(), start_payload: json!({}), deadline_at: None }).await, Err(StoreError::Conflict(_))));
-    let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().expect("claimable");
-    assert!(s.claim_next("w2", 10_000, &[]).await.unwrap().is_none(), "leased run claimed twice");
+    assert!(matches!(
+        s.create_run(NewRun {
+            id: "r1".into(),
+            workflow: "wf".into(),
+            state: json!({}),
+            start_type: "Start".into(),
+            start_payload: json!({}),
+            deadline_at: None
+        })
+        .await,
+        Err(StoreError::Conflict(_))
+    ));
+    let (_, lease) = s
+        .claim_next("w1", 10_000, &[])
+        .await
+        .unwrap()
+        .expect("claimable");
+    assert!(
+        s.claim_next("w2", 10_000, &[]).await.unwrap().is_none(),
+        "leased run claimed twice"
+    );
     let start = s.next_pending("r1").await.unwrap().unwrap();
     assert_eq!(start.event_type, "Start");
     assert_eq!(start.payload, json!({"q": "hello"}));
-    let seqs = s.commit_step(&lease, commit(start.id, vec![env(0), env(1)], StepOutcome::Continue)).await.unwrap();
+    let seqs = s
+        .commit_step(
+            &lease,
+            commit(start.id, vec![env(0), env(1)], StepOutcome::Continue),
+        )
+        .await
+        .unwrap();
     assert_eq!(seqs, vec![0, 1]);
     let run = s.get_run("r1").await.unwrap().unwrap();
     assert_eq!(run.state, json!({"count": 1}));
@@ -88,60 +112,138 @@ async fn step_commit_is_atomic_and_numbers_events(s: SqlStore) {
     let next = s.next_pending("r1").await.unwrap().unwrap();
     assert_eq!(next.event_type, "Next");
     // Committing the same input twice is refused whole: no events are added.
-    let again = s.commit_step(&lease, commit(start.id, vec![env(9)], StepOutcome::Continue)).await;
+    let again = s
+        .commit_step(
+            &lease,
+            commit(start.id, vec![env(9)], StepOutcome::Continue),
+        )
+        .await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     assert_eq!(s.events_after("r1", -1, 100).await.unwrap().len(), 2);
-    let stop = Envelope::of(&StopEvent { result: json!("done") }).unwrap();
-    let seqs = s.commit_step(&lease, commit(next.id, vec![env(2)], StepOutcome::Completed(stop.clone()))).await.unwrap();
+    let stop = Envelope::of(&StopEvent {
+        result: json!("done"),
+    })
+    .unwrap();
+    let seqs = s
+        .commit_step(
+            &lease,
+            commit(next.id, vec![env(2)], StepOutcome::Completed(stop.clone())),
+        )
+        .await
+        .unwrap();
     assert_eq!(seqs, vec![2, 3]);
     let run = s.get_run("r1").await.unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(run.result, Some(stop));
     let events = s.events_after("r1", 0, 100).await.unwrap();
-    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
     assert!(events.last().unwrap().envelope.is_stop());
-    assert!(s.claim_next("w1", 10_000, &[]).await.unwrap().is_none(), "completed run claimable");
+    assert!(
+        s.claim_next("w1", 10_000, &[]).await.unwrap().is_none(),
+        "completed run claimable"
+    );
 }
 
 async fn stale_fence_is_refused_and_applies_nothing(s: SqlStore) {
     new_run(&s, "r1").await;
     let (_, old) = s.claim_next("w1", 1, &[]).await.unwrap().unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let (_, new) = s.claim_next("w2", 10_000, &[]).await.unwrap().expect("expired lease is claimable");
+    let (_, new) = s
+        .claim_next("w2", 10_000, &[])
+        .await
+        .unwrap()
+        .expect("expired lease is claimable");
     assert!(new.fence > old.fence);
     let start = s.next_pending("r1").await.unwrap().unwrap();
-    let r = s.commit_step(&old, commit(start.id, vec![env(0)], StepOutcome::Continue)).await;
+    let r = s
+        .commit_step(&old, commit(start.id, vec![env(0)], StepOutcome::Continue))
+        .await;
     assert!(matches!(r, Err(StoreError::LeaseLost(_))), "{r:?}");
-    assert!(matches!(s.journal_put(&old, start.id, "k", &json!(1)).await, Err(StoreError::LeaseLost(_))));
+    assert!(matches!(
+        s.journal_put(&old, start.id, "k", &json!(1)).await,
+        Err(StoreError::LeaseLost(_))
+    ));
     assert!(!s.renew_lease(&old, 10_000).await.unwrap());
     assert!(s.events_after("r1", -1, 10).await.unwrap().is_empty());
-    assert_eq!(s.get_run("r1").await.unwrap().unwrap().state, json!({"count": 0}));
-    assert!(s.next_pending("r1").await.unwrap().is_some(), "refused commit consumed its input");
-    s.commit_step(&new, commit(start.id, vec![env(0)], StepOutcome::Continue)).await.unwrap();
+    assert_eq!(
+        s.get_run("r1").await.unwrap().unwrap().state,
+        json!({"count": 0})
+    );
+    assert!(
+        s.next_pending("r1").await.unwrap().is_some(),
+        "refused commit consumed its input"
+    );
+    s.commit_step(&new, commit(start.id, vec![env(0)], StepOutcome::Continue))
+        .await
+        .unwrap();
 }
 
 async fn journal_keeps_first_result(s: SqlStore) {
     new_run(&s, "r1").await;
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
     assert_eq!(s.journal_get("r1", 1, "llm").await.unwrap(), None);
-    assert_eq!(s.journal_put(&lease, 1, "llm", &json!({"a": 1})).await.unwrap(), json!({"a": 1}));
-    assert_eq!(s.journal_put(&lease, 1, "llm", &json!({"a": 2})).await.unwrap(), json!({"a": 1}));
-    assert_eq!(s.journal_get("r1", 1, "llm").await.unwrap(), Some(json!({"a": 1})));
-    assert_eq!(s.journal_get("r1", 2, "llm").await.unwrap(), None, "keys are scoped per step invocation");
+    assert_eq!(
+        s.journal_put(&lease, 1, "llm", &json!({"a": 1}))
+            .await
+            .unwrap(),
+        json!({"a": 1})
+    );
+    assert_eq!(
+        s.journal_put(&lease, 1, "llm", &json!({"a": 2}))
+            .await
+            .unwrap(),
+        json!({"a": 1})
+    );
+    assert_eq!(
+        s.journal_get("r1", 1, "llm").await.unwrap(),
+        Some(json!({"a": 1}))
+    );
+    assert_eq!(
+        s.journal_get("r1", 2, "llm").await.unwrap(),
+        None,
+        "keys are scoped per step invocation"
+    );
 }
 
 async fn mailbox_keeps_early_events_dedupes_and_supersedes(s: SqlStore) {
     new_run(&s, "r1").await;
-    let msg = |v: Value, key: Option<&str>| NewMessage { event_type: "Approve".into(), payload: v, idempotency_key: key.map(Into::into) };
+    let msg = |v: Value, key: Option<&str>| NewMessage {
+        event_type: "Approve".into(),
+        payload: v,
+        idempotency_key: key.map(Into::into),
+    };
     // Early: the run is not waiting yet.
-    let a = s.deliver("r1", msg(json!({"ok": true}), Some("k1"))).await.unwrap();
-    let DeliverOutcome::Accepted { message_id: first } = a else { panic!("{a:?}") };
-    assert_eq!(s.deliver("r1", msg(json!({"ok": true}), Some("k1"))).await.unwrap(), DeliverOutcome::Duplicate { message_id: first });
-    let b = s.deliver("r1", msg(json!({"ok": false}), Some("k2"))).await.unwrap();
+    let a = s
+        .deliver("r1", msg(json!({"ok": true}), Some("k1")))
+        .await
+        .unwrap();
+    let DeliverOutcome::Accepted { message_id: first } = a else {
+        panic!("{a:?}")
+    };
+    assert_eq!(
+        s.deliver("r1", msg(json!({"ok": true}), Some("k1")))
+            .await
+            .unwrap(),
+        DeliverOutcome::Duplicate { message_id: first }
+    );
+    let b = s
+        .deliver("r1", msg(json!({"ok": false}), Some("k2")))
+        .await
+        .unwrap();
     assert!(matches!(b, DeliverOutcome::Accepted { .. }));
-    assert_eq!(s.deliver("nope", msg(json!({}), None)).await.unwrap(), DeliverOutcome::RunNotFound);
+    assert_eq!(
+        s.deliver("nope", msg(json!({}), None)).await.unwrap(),
+        DeliverOutcome::RunNotFound
+    );
     let view = s.mailbox_peek("r1", "Approve").await.unwrap();
-    assert_eq!(view.message, Some((first, json!({"ok": true}))), "oldest first");
+    assert_eq!(
+        view.message,
+        Some((first, json!({"ok": true}))),
+        "oldest first"
+    );
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
     let start = s.next_pending("r1").await.unwrap().unwrap();
     let mut c = commit(start.id, vec![], StepOutcome::Continue);
@@ -149,10 +251,21 @@ async fn mailbox_keeps_early_events_dedupes_and_supersedes(s: SqlStore) {
     s.commit_step(&lease, c).await.unwrap();
     // The conflicting decision was superseded: exactly one applied.
     assert_eq!(s.mailbox_peek("r1", "Approve").await.unwrap().message, None);
-    let stop = Envelope::of(&StopEvent { result: json!(null) }).unwrap();
+    let stop = Envelope::of(&StopEvent {
+        result: json!(null),
+    })
+    .unwrap();
     let next = s.next_pending("r1").await.unwrap().unwrap();
-    s.commit_step(&lease, commit(next.id, vec![], StepOutcome::Completed(stop))).await.unwrap();
-    assert_eq!(s.deliver("r1", msg(json!({}), None)).await.unwrap(), DeliverOutcome::RunTerminal(RunStatus::Completed));
+    s.commit_step(
+        &lease,
+        commit(next.id, vec![], StepOutcome::Completed(stop)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.deliver("r1", msg(json!({}), None)).await.unwrap(),
+        DeliverOutcome::RunTerminal(RunStatus::Completed)
+    );
 }
 
 async fn suspend_cannot_miss_a_message(s: SqlStore) {
@@ -161,34 +274,99 @@ async fn suspend_cannot_miss_a_message(s: SqlStore) {
     let view = s.mailbox_peek("r1", "Approve").await.unwrap();
     assert!(view.message.is_none());
     // A message lands between the look and the suspend.
-    s.deliver("r1", NewMessage { event_type: "Approve".into(), payload: json!({}), idempotency_key: None }).await.unwrap();
-    assert_eq!(s.suspend(&lease, "Approve", view.mailbox_seq).await.unwrap(), SuspendOutcome::MailArrived);
+    s.deliver(
+        "r1",
+        NewMessage {
+            event_type: "Approve".into(),
+            payload: json!({}),
+            idempotency_key: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.suspend(&lease, "Approve", view.mailbox_seq)
+            .await
+            .unwrap(),
+        SuspendOutcome::MailArrived
+    );
     // Now the mailbox is looked at again; take the message, then wait for a second one.
     let view = s.mailbox_peek("r1", "Other").await.unwrap();
-    assert_eq!(s.suspend(&lease, "Other", view.mailbox_seq).await.unwrap(), SuspendOutcome::Suspended);
+    assert_eq!(
+        s.suspend(&lease, "Other", view.mailbox_seq).await.unwrap(),
+        SuspendOutcome::Suspended
+    );
     let run = s.get_run("r1").await.unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Waiting);
     assert_eq!(run.waiting_for.as_deref(), Some("Other"));
-    assert!(s.claim_next("w1", 10_000, &[]).await.unwrap().is_none(), "waiting run is claimable");
+    assert!(
+        s.claim_next("w1", 10_000, &[]).await.unwrap().is_none(),
+        "waiting run is claimable"
+    );
     // A message of another type does not wake it; the awaited one does.
-    s.deliver("r1", NewMessage { event_type: "Approve".into(), payload: json!({}), idempotency_key: None }).await.unwrap();
-    assert_eq!(s.get_run("r1").await.unwrap().unwrap().status, RunStatus::Waiting);
-    s.deliver("r1", NewMessage { event_type: "Other".into(), payload: json!({}), idempotency_key: None }).await.unwrap();
-    assert_eq!(s.get_run("r1").await.unwrap().unwrap().status, RunStatus::Running);
-    assert!(s.claim_next("w2", 10_000, &[]).await.unwrap().is_some(), "woken run not claimable");
+    s.deliver(
+        "r1",
+        NewMessage {
+            event_type: "Approve".into(),
+            payload: json!({}),
+            idempotency_key: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.get_run("r1").await.unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+    s.deliver(
+        "r1",
+        NewMessage {
+            event_type: "Other".into(),
+            payload: json!({}),
+            idempotency_key: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.get_run("r1").await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    assert!(
+        s.claim_next("w2", 10_000, &[]).await.unwrap().is_some(),
+        "woken run not claimable"
+    );
 }
 
 async fn cancel_streams_event_and_fences_out_owner(s: SqlStore) {
     new_run(&s, "r1").await;
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
     let start = s.next_pending("r1").await.unwrap().unwrap();
-    s.commit_step(&lease, commit(start.id, vec![env(0)], StepOutcome::Continue)).await.unwrap();
+    s.commit_step(
+        &lease,
+        commit(start.id, vec![env(0)], StepOutcome::Continue),
+    )
+    .await
+    .unwrap();
     let cancelled = Envelope::of(&WorkflowCancelledEvent {}).unwrap();
-    assert_eq!(s.cancel_run("r1", cancelled.clone()).await.unwrap(), CancelOutcome::Cancelled);
-    assert_eq!(s.cancel_run("r1", cancelled.clone()).await.unwrap(), CancelOutcome::AlreadyTerminal(RunStatus::Cancelled));
-    assert_eq!(s.cancel_run("zz", cancelled).await.unwrap(), CancelOutcome::NotFound);
+    assert_eq!(
+        s.cancel_run("r1", cancelled.clone()).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+    assert_eq!(
+        s.cancel_run("r1", cancelled.clone()).await.unwrap(),
+        CancelOutcome::AlreadyTerminal(RunStatus::Cancelled)
+    );
+    assert_eq!(
+        s.cancel_run("zz", cancelled).await.unwrap(),
+        CancelOutcome::NotFound
+    );
     let next = s.next_pending("r1").await.unwrap().unwrap();
-    assert!(matches!(s.commit_step(&lease, commit(next.id, vec![env(1)], StepOutcome::Continue)).await, Err(StoreError::LeaseLost(_))));
+    assert!(matches!(
+        s.commit_step(&lease, commit(next.id, vec![env(1)], StepOutcome::Continue))
+            .await,
+        Err(StoreError::LeaseLost(_))
+    ));
     let events = s.events_after("r1", -1, 10).await.unwrap();
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1]);
     assert_eq!(events[1].envelope.event_type, "WorkflowCancelledEvent");
@@ -201,12 +379,32 @@ async fn cancel_streams_event_and_fences_out_owner(s: SqlStore) {
 async fn restarted_owner_takes_runs_back(s: SqlStore) {
     new_run(&s, "r1").await;
     new_run(&s, "r2").await;
-    let (_, old) = s.claim_next("worker-a", 60_000, &[]).await.unwrap().unwrap();
-    let (_, _) = s.claim_next("worker-a", 60_000, &[old.run_id.clone()]).await.unwrap().unwrap();
-    assert!(s.claim_next("worker-b", 60_000, &[]).await.unwrap().is_none());
+    let (_, old) = s
+        .claim_next("worker-a", 60_000, &[])
+        .await
+        .unwrap()
+        .unwrap();
+    let (_, _) = s
+        .claim_next("worker-a", 60_000, std::slice::from_ref(&old.run_id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        s.claim_next("worker-b", 60_000, &[])
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(s.release_owner("worker-a").await.unwrap(), 2);
-    let (_, new) = s.claim_run(&old.run_id, "worker-a", 60_000).await.unwrap().expect("taken back");
-    assert!(new.fence > old.fence, "restart must fence out the old incarnation");
+    let (_, new) = s
+        .claim_run(&old.run_id, "worker-a", 60_000)
+        .await
+        .unwrap()
+        .expect("taken back");
+    assert!(
+        new.fence > old.fence,
+        "restart must fence out the old incarnation"
+    );
     assert!(!s.renew_lease(&old, 1000).await.unwrap());
 }
 
@@ -238,11 +436,21 @@ async fn concurrent_claimers_never_share_a_run(s: SqlStore) {
 }
 
 fn scope() -> CollectionScope {
-    CollectionScope { deployment_name: "_public".into(), collection: "people".into() }
+    CollectionScope {
+        deployment_name: "_public".into(),
+        collection: "people".into(),
+    }
 }
 
 async fn add(s: &SqlStore, data: Value) -> Item {
-    s.create_item(NewItem { deployment_name: "_public".into(), collection: "people".into(), data, project_id: None }).await.unwrap()
+    s.create_item(NewItem {
+        deployment_name: "_public".into(),
+        collection: "people".into(),
+        data,
+        project_id: None,
+    })
+    .await
+    .unwrap()
 }
 
 async fn search(s: &SqlStore, filter: Value, order: &str) -> Vec<String> {
@@ -257,33 +465,116 @@ async fn search(s: &SqlStore, filter: Value, order: &str) -> Vec<String> {
         })
         .await
         .unwrap();
-    page.items.iter().map(|i| i.data["name"].as_str().unwrap().to_string()).collect()
+    page.items
+        .iter()
+        .map(|i| i.data["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 async fn collections_crud_search_and_pages(s: SqlStore) {
-    let ann = add(&s, json!({"name": "ann", "age": 31, "tags": ["python", "ml"], "team": "a", "score": 55.5})).await;
-    add(&s, json!({"name": "bob", "age": 17, "tags": ["rust"], "team": "b", "score": 99})).await;
+    let ann = add(
+        &s,
+        json!({"name": "ann", "age": 31, "tags": ["python", "ml"], "team": "a", "score": 55.5}),
+    )
+    .await;
+    add(
+        &s,
+        json!({"name": "bob", "age": 17, "tags": ["rust"], "team": "b", "score": 99}),
+    )
+    .await;
     add(&s, json!({"name": "cid", "age": 45, "tags": [], "team": "a", "score": null, "nested": {"x": 1}})).await;
-    add(&s, json!({"name": "dee", "age": "unknown", "team": "c", "active": true})).await;
-    s.create_item(NewItem { deployment_name: "other".into(), collection: "people".into(), data: json!({"name": "zed"}), project_id: None }).await.unwrap();
+    add(
+        &s,
+        json!({"name": "dee", "age": "unknown", "team": "c", "active": true}),
+    )
+    .await;
+    s.create_item(NewItem {
+        deployment_name: "other".into(),
+        collection: "people".into(),
+        data: json!({"name": "zed"}),
+        project_id: None,
+    })
+    .await
+    .unwrap();
 
     assert_eq!(s.get_item(&ann.id).await.unwrap().unwrap().data["age"], 31);
-    assert_eq!(search(&s, json!(null), "").await, ["ann", "bob", "cid", "dee"]);
-    assert_eq!(search(&s, json!({"age": {"gt": 18}}), "data.age").await, ["ann", "cid"]);
-    assert_eq!(search(&s, json!({"score": {"lt": 100, "gte": 50}}), "data.name desc").await, ["bob", "ann"]);
-    assert_eq!(search(&s, json!({"name": {"gte": "bob", "lt": "d"}}), "").await, ["bob", "cid"]);
-    assert_eq!(search(&s, json!({"tags": {"includes": ["python", "rust"]}}), "").await, ["ann", "bob"]);
-    assert_eq!(search(&s, json!({"team": {"includes": ["a", "c"]}}), "").await, ["ann", "cid", "dee"]);
-    assert_eq!(search(&s, json!({"team": {"excludes": ["a"]}}), "").await, ["bob", "dee"]);
-    assert_eq!(search(&s, json!({"score": {"eq": null}}), "").await, ["cid", "dee"]);
-    assert_eq!(search(&s, json!({"active": {"eq": true}}), "").await, ["dee"]);
-    assert_eq!(search(&s, json!({"nested.x": {"eq": 1}}), "").await, ["cid"]);
-    assert_eq!(search(&s, json!({"name": {"ne": "ann"}, "team": {"eq": "a"}}), "").await, ["cid"]);
-    assert_eq!(search(&s, json!({"created_at": {"gte": "2000-01-01"}}), "data.name desc").await, ["dee", "cid", "bob", "ann"]);
-    assert!(search(&s, json!({"created_at": {"lt": "2000-01-01T00:00:00Z"}}), "").await.is_empty());
+    assert_eq!(
+        search(&s, json!(null), "").await,
+        ["ann", "bob", "cid", "dee"]
+    );
+    assert_eq!(
+        search(&s, json!({"age": {"gt": 18}}), "data.age").await,
+        ["ann", "cid"]
+    );
+    assert_eq!(
+        search(
+            &s,
+            json!({"score": {"lt": 100, "gte": 50}}),
+            "data.name desc"
+        )
+        .await,
+        ["bob", "ann"]
+    );
+    assert_eq!(
+        search(&s, json!({"name": {"gte": "bob", "lt": "d"}}), "").await,
+        ["bob", "cid"]
+    );
+    assert_eq!(
+        search(&s, json!({"tags": {"includes": ["python", "rust"]}}), "").await,
+        ["ann", "bob"]
+    );
+    assert_eq!(
+        search(&s, json!({"team": {"includes": ["a", "c"]}}), "").await,
+        ["ann", "cid", "dee"]
+    );
+    assert_eq!(
+        search(&s, json!({"team": {"excludes": ["a"]}}), "").await,
+        ["bob", "dee"]
+    );
+    assert_eq!(
+        search(&s, json!({"score": {"eq": null}}), "").await,
+        ["cid", "dee"]
+    );
+    assert_eq!(
+        search(&s, json!({"active": {"eq": true}}), "").await,
+        ["dee"]
+    );
+    assert_eq!(
+        search(&s, json!({"nested.x": {"eq": 1}}), "").await,
+        ["cid"]
+    );
+    assert_eq!(
+        search(&s, json!({"name": {"ne": "ann"}, "team": {"eq": "a"}}), "").await,
+        ["cid"]
+    );
+    assert_eq!(
+        search(
+            &s,
+            json!({"created_at": {"gte": "2000-01-01"}}),
+            "data.name desc"
+        )
+        .await,
+        ["dee", "cid", "bob", "ann"]
+    );
+    assert!(
+        search(
+            &s,
+            json!({"created_at": {"lt": "2000-01-01T00:00:00Z"}}),
+            ""
+        )
+        .await
+        .is_empty()
+    );
 
     // Pages: cursor by offset, with totals.
-    let mut q = SearchQuery { scope: scope(), filter: Filter::default(), order_by: OrderBy::parse_list("data.name").unwrap(), offset: 0, page_size: 3, include_total: true };
+    let mut q = SearchQuery {
+        scope: scope(),
+        filter: Filter::default(),
+        order_by: OrderBy::parse_list("data.name").unwrap(),
+        offset: 0,
+        page_size: 3,
+        include_total: true,
+    };
     let p1 = s.search(&q).await.unwrap();
     assert_eq!(p1.items.len(), 3);
     assert_eq!(p1.total, Some(4));
@@ -294,13 +585,25 @@ async fn collections_crud_search_and_pages(s: SqlStore) {
     assert_eq!(p2.items[0].data["name"], "dee");
     assert_eq!(p2.next_offset, None);
 
-    let updated = s.update_item(&ann.id, json!({"name": "ann", "age": 32})).await.unwrap().unwrap();
+    let updated = s
+        .update_item(&ann.id, json!({"name": "ann", "age": 32}))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(updated.data, json!({"name": "ann", "age": 32}));
     assert!(updated.updated_at >= ann.updated_at);
     assert!(s.update_item("missing", json!({})).await.unwrap().is_none());
     assert!(s.delete_item(&ann.id).await.unwrap());
     assert!(!s.delete_item(&ann.id).await.unwrap());
-    assert_eq!(s.delete_where(&scope(), &Filter::parse(&json!({"team": {"eq": "a"}})).unwrap()).await.unwrap(), 1);
+    assert_eq!(
+        s.delete_where(
+            &scope(),
+            &Filter::parse(&json!({"team": {"eq": "a"}})).unwrap()
+        )
+        .await
+        .unwrap(),
+        1
+    );
     assert_eq!(search(&s, json!(null), "").await, ["bob", "dee"]);
 }
 
@@ -309,7 +612,10 @@ async fn collections_aggregate(s: SqlStore) {
         scope: scope(),
         filter: Filter::default(),
         order_by: OrderBy::parse_list("data.name desc").unwrap(),
-        group_by: group_by.into_iter().map(|g| OrderBy::parse_group_field(g).unwrap()).collect(),
+        group_by: group_by
+            .into_iter()
+            .map(|g| OrderBy::parse_group_field(g).unwrap())
+            .collect(),
         count: true,
         first: true,
         offset: 0,
@@ -328,20 +634,59 @@ async fn collections_aggregate(s: SqlStore) {
     let summary: Vec<(Value, i64, Value)> = by_team
         .groups
         .iter()
-        .map(|g| (g.group_key["team"].clone(), g.count.unwrap(), g.first_item.as_ref().unwrap().data["name"].clone()))
+        .map(|g| {
+            (
+                g.group_key["team"].clone(),
+                g.count.unwrap(),
+                g.first_item.as_ref().unwrap().data["name"].clone(),
+            )
+        })
         .collect();
-    assert_eq!(summary, vec![(json!("a"), 3, json!("dee")), (json!("b"), 1, json!("bob")), (Value::Null, 1, json!("eve"))]);
+    assert_eq!(
+        summary,
+        vec![
+            (json!("a"), 3, json!("dee")),
+            (json!("b"), 1, json!("bob")),
+            (Value::Null, 1, json!("eve"))
+        ]
+    );
     assert_eq!(by_team.total, 3);
 }
 
 async fn replace_where_is_idempotent(s: SqlStore) {
     let f = Filter::data_eq("research_id", "abc");
     for round in 0..3 {
-        s.replace_where(&scope(), &f, vec![json!({"research_id": "abc", "round": round})]).await.unwrap();
+        s.replace_where(
+            &scope(),
+            &f,
+            vec![json!({"research_id": "abc", "round": round})],
+        )
+        .await
+        .unwrap();
     }
-    s.replace_where(&scope(), &Filter::data_eq("research_id", "other"), vec![json!({"research_id": "other"})]).await.unwrap();
-    let page = s.search(&SearchQuery { scope: scope(), filter: f, order_by: vec![], offset: 0, page_size: 10, include_total: true }).await.unwrap();
-    assert_eq!(page.total, Some(1), "snapshot written three times left more than one item");
+    s.replace_where(
+        &scope(),
+        &Filter::data_eq("research_id", "other"),
+        vec![json!({"research_id": "other"})],
+    )
+    .await
+    .unwrap();
+    let page = s
+        .search(&SearchQuery {
+            scope: scope(),
+            filter: f,
+            order_by: vec![],
+            offset: 0,
+            page_size: 10,
+            include_total: true,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        page.total,
+        Some(1),
+        "snapshot written three times left more than one item"
+    );
     assert_eq!(page.items[0].data["round"], 2);
 }
 
@@ -349,11 +694,17 @@ async fn artifacts_are_content_addressed(s: SqlStore) {
     let a = s.put_artifact("text/plain", b"hello").await.unwrap();
     let b = s.put_artifact("text/plain", b"hello").await.unwrap();
     assert_eq!(a, b);
-    assert_eq!(a.file_id, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+    assert_eq!(
+        a.file_id,
+        "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    );
     let got = s.get_artifact(&a.file_id).await.unwrap().unwrap();
     assert_eq!(got.bytes, b"hello");
     assert_eq!(got.meta.size, 5);
     assert!(s.get_artifact("00").await.unwrap().is_none());
-    let c: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM artifacts").fetch_one(s.pool()).await.unwrap();
+    let c: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM artifacts")
+        .fetch_one(s.pool())
+        .await
+        .unwrap();
     assert_eq!(c, 1, "same bytes stored twice");
 }

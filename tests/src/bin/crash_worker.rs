@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fathom_e2e::crash_workflow;
 use fathom_engine::store::{RunFilter, RunStatus, RunStore};
 use fathom_engine::{Engine, EngineConfig};
-use fathom_e2e::crash_workflow;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -49,7 +49,11 @@ async fn main() -> anyhow::Result<()> {
         if open.is_empty() {
             return Ok(());
         }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "{} runs still open", open.len());
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "{} runs still open",
+            open.len()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

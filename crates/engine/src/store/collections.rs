@@ -83,7 +83,9 @@ impl Field {
             "created_at" => Ok(Field::Top(TopLevelField::CreatedAt)),
             "updated_at" => Ok(Field::Top(TopLevelField::UpdatedAt)),
             "id" => Ok(Field::Top(TopLevelField::Id)),
-            _ => Ok(Field::Data(parse_path(key.strip_prefix("data.").unwrap_or(key))?)),
+            _ => Ok(Field::Data(parse_path(
+                key.strip_prefix("data.").unwrap_or(key),
+            )?)),
         }
     }
 
@@ -115,7 +117,8 @@ fn parse_path(path: &str) -> Result<Vec<String>, FilterError> {
     for s in &segments {
         let ok = !s.is_empty()
             && s.len() <= 128
-            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !ok {
             return Err(FilterError(format!(
                 "invalid field name '{path}': use letters, digits, '_' and '-', separated by '.'"
@@ -151,7 +154,11 @@ impl Filter {
         let obj = match json {
             Value::Null => return Ok(Filter::default()),
             Value::Object(o) => o,
-            _ => return Err(FilterError("filter must be an object of field → {operator: value}".into())),
+            _ => {
+                return Err(FilterError(
+                    "filter must be an object of field → {operator: value}".into(),
+                ));
+            }
         };
         let mut out = Vec::new();
         for (key, ops) in obj {
@@ -176,7 +183,9 @@ impl Filter {
                     op,
                 });
                 if out.len() > MAX_CONDITIONS {
-                    return Err(FilterError(format!("filter has more than {MAX_CONDITIONS} conditions")));
+                    return Err(FilterError(format!(
+                        "filter has more than {MAX_CONDITIONS} conditions"
+                    )));
                 }
             }
         }
@@ -196,9 +205,9 @@ impl Filter {
 fn check_value(key: &str, field: &Field, op: Op, value: &Value) -> Result<Value, FilterError> {
     match op {
         Op::Includes | Op::Excludes => {
-            let list = value.as_array().ok_or_else(|| {
-                FilterError(format!("'{key}': includes/excludes take an array"))
-            })?;
+            let list = value
+                .as_array()
+                .ok_or_else(|| FilterError(format!("'{key}': includes/excludes take an array")))?;
             if list.len() > MAX_LIST {
                 return Err(FilterError(format!("'{key}': list longer than {MAX_LIST}")));
             }
@@ -225,10 +234,14 @@ fn check_scalar(key: &str, field: &Field, value: &Value) -> Result<Value, Filter
     match field {
         Field::Top(TopLevelField::CreatedAt | TopLevelField::UpdatedAt) => match value {
             Value::String(s) => parse_timestamp_ms(s).map(Value::from).ok_or_else(|| {
-                FilterError(format!("'{key}': '{s}' is not an ISO-8601 date or datetime"))
+                FilterError(format!(
+                    "'{key}': '{s}' is not an ISO-8601 date or datetime"
+                ))
             }),
             Value::Number(n) if n.is_i64() => Ok(value.clone()),
-            _ => Err(FilterError(format!("'{key}' compares with an ISO-8601 datetime"))),
+            _ => Err(FilterError(format!(
+                "'{key}' compares with an ISO-8601 datetime"
+            ))),
         },
         Field::Top(TopLevelField::Id) => match value {
             Value::String(_) => Ok(value.clone()),
@@ -432,8 +445,9 @@ mod tests {
 
     #[test]
     fn filters_parse_and_reject_with_reasons() {
-        let f = Filter::parse(&json!({"score": {"lt": 100, "gte": 50}, "tags": {"includes": ["a"]}}))
-            .unwrap();
+        let f =
+            Filter::parse(&json!({"score": {"lt": 100, "gte": 50}, "tags": {"includes": ["a"]}}))
+                .unwrap();
         assert_eq!(f.0.len(), 3);
         let err = Filter::parse(&json!({"score": {"between": 1}})).unwrap_err();
         assert!(err.0.contains("unknown operator 'between'"), "{err}");

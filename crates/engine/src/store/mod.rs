@@ -8,13 +8,12 @@ mod runs;
 pub use artifacts::{Artifact, ArtifactMeta, ArtifactStore};
 pub use collections::{
     AggregateGroup, AggregatePage, AggregateQuery, CollectionScope, CollectionStore, Condition,
-    Field, Filter, FilterError, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery,
-    TopLevelField, format_timestamp_ms, parse_timestamp_ms,
+    Field, Filter, FilterError, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery, TopLevelField,
+    format_timestamp_ms, parse_timestamp_ms,
 };
 pub use runs::{
-    CancelOutcome, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent,
-    RunFilter, RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoredEvent,
-    SuspendOutcome,
+    CancelOutcome, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent, RunFilter,
+    RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoredEvent, SuspendOutcome,
 };
 
 /// Errors every store reports. Messages are safe to show: they never carry SQL text.
