@@ -185,6 +185,17 @@ fn order_clause(d: Dialect, p: &mut Params, order: &[OrderBy]) -> String {
     parts.join(", ")
 }
 
+/// The JSON text of each group-by field, as SQL expressions.
+fn group_keys(d: Dialect, p: &mut Params, group_by: &[Vec<String>]) -> Vec<String> {
+    group_by
+        .iter()
+        .map(|segments| {
+            let path = d.path_param(p, segments);
+            d.json_text(&path)
+        })
+        .collect()
+}
+
 fn page_size(n: i64) -> i64 {
     if n <= 0 { 10 } else { n.min(MAX_PAGE_SIZE) }
 }
@@ -340,14 +351,7 @@ impl CollectionStore for SqlStore {
         let size = page_size(q.page_size);
         let offset = q.offset.max(0);
         let mut p = Params::default();
-        let keys: Vec<String> = q
-            .group_by
-            .iter()
-            .map(|segments| {
-                let path = d.path_param(&mut p, segments);
-                d.json_text(&path)
-            })
-            .collect();
+        let keys = group_keys(d, &mut p, &q.group_by);
         let key_cols: Vec<String> = keys
             .iter()
             .enumerate()
@@ -424,14 +428,7 @@ impl CollectionStore for SqlStore {
             1
         } else {
             let mut p = Params::default();
-            let keys: Vec<String> = q
-                .group_by
-                .iter()
-                .map(|segments| {
-                    let path = d.path_param(&mut p, segments);
-                    d.json_text(&path)
-                })
-                .collect();
+            let keys = group_keys(d, &mut p, &q.group_by);
             let wh = where_clause(d, &mut p, &q.scope, &q.filter);
             let sql = format!(
                 "SELECT COUNT(*) FROM (SELECT 1 AS one FROM collection_items WHERE {wh} GROUP BY {}) g",

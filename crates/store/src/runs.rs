@@ -43,6 +43,23 @@ fn to_text(v: &impl serde::Serialize) -> StoreResult<String> {
     serde_json::to_string(v).map_err(|e| StoreError::Invalid(format!("unserializable value: {e}")))
 }
 
+/// A run's status inside a transaction, after a conditional update matched nothing.
+async fn status_of(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    id: &str,
+) -> StoreResult<Option<RunStatus>> {
+    let row = sqlx::query("SELECT status FROM runs WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    row.map(|r| {
+        let s: String = r.try_get(0).map_err(db_err)?;
+        RunStatus::parse(&s).ok_or_else(|| StoreError::Backend(format!("unknown run status '{s}'")))
+    })
+    .transpose()
+}
+
 /// Rows of at most this many parameters go into one multi-row INSERT.
 const INSERT_CHUNK: usize = 200;
 
@@ -579,20 +596,11 @@ impl RunStore for SqlStore {
         .await
         .map_err(db_err)?;
         if woke.rows_affected() == 0 {
-            let status = sqlx::query("SELECT status FROM runs WHERE id = $1")
-                .bind(run_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_err)?;
+            let status = status_of(&mut tx, run_id).await?;
             tx.rollback().await.map_err(db_err)?;
             return Ok(match status {
                 None => DeliverOutcome::RunNotFound,
-                Some(row) => {
-                    let s: String = row.try_get(0).map_err(db_err)?;
-                    DeliverOutcome::RunTerminal(
-                        RunStatus::parse(&s).unwrap_or(RunStatus::Completed),
-                    )
-                }
+                Some(s) => DeliverOutcome::RunTerminal(s),
             });
         }
         let inserted = sqlx::query(
@@ -709,20 +717,11 @@ impl RunStore for SqlStore {
         .await
         .map_err(db_err)?;
         let Some(row) = row else {
-            let status = sqlx::query("SELECT status FROM runs WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_err)?;
+            let status = status_of(&mut tx, id).await?;
             tx.rollback().await.map_err(db_err)?;
             return Ok(match status {
                 None => CancelOutcome::NotFound,
-                Some(row) => {
-                    let s: String = row.try_get(0).map_err(db_err)?;
-                    CancelOutcome::AlreadyTerminal(
-                        RunStatus::parse(&s).unwrap_or(RunStatus::Completed),
-                    )
-                }
+                Some(s) => CancelOutcome::AlreadyTerminal(s),
             });
         };
         let next_seq: i64 = row.try_get(0).map_err(db_err)?;
