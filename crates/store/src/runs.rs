@@ -39,6 +39,18 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
     })
 }
 
+/// The run and lease returned by a claim (`RETURNING {RUN_COLS}, fence`).
+fn claimed(row: &AnyRow, owner: &str) -> StoreResult<(RunRecord, Lease)> {
+    let run = run_from_row(row)?;
+    let fence: i64 = row.try_get("fence").map_err(db_err)?;
+    let lease = Lease {
+        run_id: run.id.clone(),
+        owner: owner.to_string(),
+        fence,
+    };
+    Ok((run, lease))
+}
+
 fn to_text(v: &impl serde::Serialize) -> StoreResult<String> {
     serde_json::to_string(v).map_err(|e| StoreError::Invalid(format!("unserializable value: {e}")))
 }
@@ -187,16 +199,7 @@ impl RunStore for SqlStore {
             .map_err(db_err)?;
         let Some(row) = row else { return Ok(None) };
         self.count_commit();
-        let run = run_from_row(&row)?;
-        let fence: i64 = row.try_get("fence").map_err(db_err)?;
-        Ok(Some((
-            run.clone(),
-            Lease {
-                run_id: run.id,
-                owner: owner.to_string(),
-                fence,
-            },
-        )))
+        claimed(&row, owner).map(Some)
     }
 
     async fn claim_run(
@@ -220,16 +223,7 @@ impl RunStore for SqlStore {
         .map_err(db_err)?;
         let Some(row) = row else { return Ok(None) };
         self.count_commit();
-        let run = run_from_row(&row)?;
-        let fence: i64 = row.try_get("fence").map_err(db_err)?;
-        Ok(Some((
-            run,
-            Lease {
-                run_id: id.to_string(),
-                owner: owner.to_string(),
-                fence,
-            },
-        )))
+        claimed(&row, owner).map(Some)
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> StoreResult<bool> {
