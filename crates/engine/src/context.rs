@@ -40,6 +40,8 @@ pub struct StepEffects {
 struct Buffers<S> {
     state: S,
     state_dirty: bool,
+    /// Journaled calls completed in this execution, for crash points.
+    calls_done: u32,
     effects: StepEffects,
 }
 
@@ -66,6 +68,7 @@ impl<S: Serialize + Clone> Ctx<S> {
             buf: Arc::new(Mutex::new(Buffers {
                 state,
                 state_dirty: false,
+                calls_done: 0,
                 effects: StepEffects::default(),
             })),
         }
@@ -175,6 +178,12 @@ impl<S: Serialize + Clone> Ctx<S> {
             .map_err(|e| StepError::Failed(format!("{key}: {e}")))?;
         let json = serde_json::to_value(&value)?;
         let stored = p.store.journal_put(&p.lease, p.scope, key, &json).await?;
+        let done = {
+            let mut b = self.lock();
+            b.calls_done += 1;
+            b.calls_done
+        };
+        crash_point(p.step, done).await;
         if stored == json {
             Ok(value)
         } else {
@@ -201,5 +210,24 @@ impl<S: Serialize + Clone> Ctx<S> {
                 mailbox_seq: view.mailbox_seq,
             }),
         }
+    }
+}
+
+/// Crash testing. With `FATHOM_CRASH_AT=<step>:<n>` in the environment, a process halts
+/// after the n-th journaled call of `<step>` has been stored, announcing it on stderr, so a
+/// test can SIGKILL it at a known point inside the step. Unset, this costs one lookup.
+async fn crash_point(step: &str, calls_done: u32) {
+    static TARGET: std::sync::OnceLock<Option<(String, u32)>> = std::sync::OnceLock::new();
+    let target = TARGET.get_or_init(|| {
+        let spec = std::env::var("FATHOM_CRASH_AT").ok()?;
+        let (s, n) = spec.rsplit_once(':')?;
+        Some((s.to_string(), n.parse().ok()?))
+    });
+    if let Some((s, n)) = target
+        && s == step
+        && *n == calls_done
+    {
+        eprintln!("fathom: crash point {step}:{calls_done} reached, halting");
+        std::future::pending::<()>().await;
     }
 }

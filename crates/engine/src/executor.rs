@@ -280,6 +280,34 @@ impl Engine {
         while tasks.join_next().await.is_some() {}
     }
 
+    /// Drives one run in this process until it finishes, parks at a wait, or is found leased
+    /// by another live process; returns its status then. For tools that own a single run,
+    /// like the CLI: no other run is touched. Leases this owner held in an earlier
+    /// incarnation are taken back first.
+    pub async fn drive_run(self: &Arc<Self>, run_id: &str) -> Result<RunStatus, EngineError> {
+        self.store.release_owner(&self.config.owner).await?;
+        // Bounded: each pass either drives the run a step further or returns.
+        for _ in 0..10_000 {
+            match self
+                .store
+                .claim_run(run_id, &self.config.owner, self.lease_ttl_ms())
+                .await?
+            {
+                Some((run, lease)) => self.drive(run, lease).await,
+                None => {
+                    let run = self
+                        .store
+                        .get_run(run_id)
+                        .await?
+                        .ok_or_else(|| EngineError::UnknownRun(run_id.to_string()))?;
+                    return Ok(run.status);
+                }
+            }
+        }
+        let run = self.store.get_run(run_id).await?;
+        Ok(run.map_or(RunStatus::Running, |r| r.status))
+    }
+
     fn active_runs(&self) -> Vec<String> {
         self.active
             .lock()

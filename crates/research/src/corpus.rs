@@ -1,0 +1,538 @@
+//! The local corpus: a folder of HTML, Markdown and text files, indexed on disk in a SQLite
+//! FTS5 file and refreshed incrementally (only files whose size, time or content changed are
+//! parsed again). It is the offline search provider and fetcher of the research tools.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::{Row, SqliteConnection};
+
+use crate::parse::{DocKind, ParsedDoc, parse_content};
+use crate::text::words;
+
+/// Files larger than this are skipped: they are not documents a person wrote to be read.
+pub const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
+/// Bounds the walk over outside input.
+const MAX_FILES: usize = 200_000;
+const MAX_DEPTH: usize = 32;
+const PASSAGE_CHARS: usize = 1200;
+const INDEX_VERSION: &str = "1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    #[error("corpus folder {0} does not exist")]
+    Missing(String),
+    #[error("corpus path {0} is not a folder")]
+    NotAFolder(String),
+    #[error("cannot read corpus folder {path}: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("corpus {path} has no readable HTML, Markdown or text file{detail}")]
+    NoReadableFiles { path: String, detail: String },
+    #[error("corpus index {path}: {reason}")]
+    Index { path: String, reason: String },
+    #[error("{0} is not a file of this corpus")]
+    OutsideCorpus(String),
+    #[error("{url}: {reason}")]
+    Fetch { url: String, reason: String },
+}
+
+/// One search result: a document and its best-matching passage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    pub url: String,
+    pub title: String,
+    pub heading: String,
+    pub snippet: String,
+    pub score: f64,
+}
+
+/// A fetched document's bytes and kind.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub url: String,
+    pub kind: DocKind,
+    pub bytes: Vec<u8>,
+}
+
+/// What a refresh did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RefreshReport {
+    pub indexed: usize,
+    pub added: usize,
+    pub updated: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    /// Files that could not be read, with why: they are left out of the index.
+    pub skipped: Vec<(String, String)>,
+    pub elapsed_ms: u128,
+}
+
+pub struct Corpus {
+    root: PathBuf,
+    index_path: PathBuf,
+    pool: SqlitePool,
+}
+
+impl std::fmt::Debug for Corpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Corpus")
+            .field("root", &self.root)
+            .field("index", &self.index_path)
+            .finish()
+    }
+}
+
+fn index_err(path: &Path, e: impl std::fmt::Display) -> CorpusError {
+    CorpusError::Index {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    }
+}
+
+impl Corpus {
+    /// Opens (creating if needed) the index of `root` under `index_dir`. Does not refresh it.
+    pub async fn open(root: &Path, index_dir: &Path) -> Result<Corpus, CorpusError> {
+        let shown = root.display().to_string();
+        let meta = std::fs::metadata(root).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => CorpusError::Missing(shown.clone()),
+            _ => CorpusError::Unreadable {
+                path: shown.clone(),
+                reason: e.to_string(),
+            },
+        })?;
+        if !meta.is_dir() {
+            return Err(CorpusError::NotAFolder(shown));
+        }
+        let root = root.canonicalize().map_err(|e| CorpusError::Unreadable {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        std::fs::read_dir(&root).map_err(|e| CorpusError::Unreadable {
+            path: shown,
+            reason: e.to_string(),
+        })?;
+        let key = hex::encode(&Sha256::digest(root.to_string_lossy().as_bytes())[..8]);
+        let index_path = index_dir.join(format!("corpus-{key}.sqlite"));
+        std::fs::create_dir_all(index_dir).map_err(|e| index_err(index_dir, e))?;
+        let opts = SqliteConnectOptions::new()
+            .filename(&index_path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(30));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(opts)
+            .await
+            .map_err(|e| index_err(&index_path, e))?;
+        let corpus = Corpus {
+            root,
+            index_path,
+            pool,
+        };
+        corpus.migrate().await?;
+        Ok(corpus)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn index_path(&self) -> &Path {
+        &self.index_path
+    }
+
+    async fn migrate(&self) -> Result<(), CorpusError> {
+        let e = |e| index_err(&self.index_path, e);
+        let version: Option<String> =
+            sqlx::query_scalar("SELECT value FROM meta WHERE key = 'version'")
+                .fetch_optional(&self.pool)
+                .await
+                .ok()
+                .flatten();
+        if version.as_deref() != Some(INDEX_VERSION) {
+            // An index from another format version is rebuilt: it is a cache of the folder.
+            for stmt in [
+                "DROP TABLE IF EXISTS passages",
+                "DROP TABLE IF EXISTS files",
+                "DROP TABLE IF EXISTS meta",
+                "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                "CREATE TABLE files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, \
+                 mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL, title TEXT NOT NULL, \
+                 kind TEXT NOT NULL, words INTEGER NOT NULL)",
+                "CREATE VIRTUAL TABLE passages USING fts5(path UNINDEXED, title, heading, \
+                 body, hash UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2')",
+            ] {
+                sqlx::query(stmt).execute(&self.pool).await.map_err(e)?;
+            }
+            sqlx::query("INSERT INTO meta (key, value) VALUES ('version', ?)")
+                .bind(INDEX_VERSION)
+                .execute(&self.pool)
+                .await
+                .map_err(e)?;
+        }
+        Ok(())
+    }
+
+    /// Brings the index up to date with the folder: new and changed files are parsed (in
+    /// parallel), removed files dropped, the rest left alone. Fails only when the folder
+    /// holds no readable document at all.
+    pub async fn refresh(
+        &self,
+        progress: &(dyn Fn(usize, usize) + Send + Sync),
+    ) -> Result<RefreshReport, CorpusError> {
+        let started = Instant::now();
+        let mut report = RefreshReport::default();
+        let found = walk(&self.root, &mut report.skipped)?;
+        let ie = |e| index_err(&self.index_path, e);
+        let known: BTreeMap<String, (i64, i64)> =
+            sqlx::query("SELECT path, size, mtime_ns FROM files")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(ie)?
+                .into_iter()
+                .map(|r| (r.get::<String, _>(0), (r.get(1), r.get(2))))
+                .collect();
+        let mut stale = Vec::new();
+        for f in &found {
+            match known.get(&f.rel) {
+                Some(&(size, mtime)) if size == f.size && mtime == f.mtime_ns => {
+                    report.unchanged += 1
+                }
+                Some(_) => stale.push((f.clone(), false)),
+                None => stale.push((f.clone(), true)),
+            }
+        }
+        let present: HashSet<&str> = found.iter().map(|f| f.rel.as_str()).collect();
+        let gone: Vec<&String> = known
+            .keys()
+            .filter(|k| !present.contains(k.as_str()))
+            .collect();
+
+        let total = stale.len();
+        let parsed = self.parse_all(stale, progress).await;
+        let mut tx = self.pool.begin().await.map_err(ie)?;
+        for rel in &gone {
+            delete_file(&mut tx, rel).await.map_err(ie)?;
+            report.removed += 1;
+        }
+        for (file, is_new, outcome) in parsed {
+            delete_file(&mut tx, &file.rel).await.map_err(ie)?;
+            match outcome {
+                Ok((sha, doc)) => {
+                    insert_doc(&mut tx, &file, &sha, &doc).await.map_err(ie)?;
+                    if is_new {
+                        report.added += 1
+                    } else {
+                        report.updated += 1
+                    }
+                }
+                Err(reason) => report.skipped.push((file.rel.clone(), reason)),
+            }
+        }
+        tx.commit().await.map_err(ie)?;
+        debug_assert!(total >= report.added + report.updated);
+        report.indexed = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM files")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(ie)? as usize;
+        report.elapsed_ms = started.elapsed().as_millis();
+        if report.indexed == 0 {
+            let detail = match report.skipped.first() {
+                Some((p, why)) => format!(" ({} skipped; first: {p}: {why})", report.skipped.len()),
+                None => String::new(),
+            };
+            return Err(CorpusError::NoReadableFiles {
+                path: self.root.display().to_string(),
+                detail,
+            });
+        }
+        Ok(report)
+    }
+
+    async fn parse_all(
+        &self,
+        files: Vec<(FoundFile, bool)>,
+        progress: &(dyn Fn(usize, usize) + Send + Sync),
+    ) -> Vec<(FoundFile, bool, Result<(String, ParsedDoc), String>)> {
+        let total = files.len();
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
+        let root = Arc::new(self.root.clone());
+        let mut set = tokio::task::JoinSet::new();
+        let mut queue = files.into_iter();
+        let mut out = Vec::with_capacity(total);
+        loop {
+            while set.len() < workers {
+                let Some((file, is_new)) = queue.next() else {
+                    break;
+                };
+                let root = root.clone();
+                set.spawn_blocking(move || {
+                    let outcome = read_and_parse(&root, &file);
+                    (file, is_new, outcome)
+                });
+            }
+            match set.join_next().await {
+                Some(Ok(item)) => {
+                    out.push(item);
+                    progress(out.len(), total);
+                }
+                // A parser panic is a bug in a dependency; the file is skipped, not the run.
+                Some(Err(e)) => tracing::warn!(error = %e, "parser task failed"),
+                None => break,
+            }
+        }
+        out.sort_by(|a, b| a.0.rel.cmp(&b.0.rel));
+        out
+    }
+
+    /// BM25 search over passages; one hit per document, best documents first. Passages that
+    /// repeat word for word in several files (a printable all-in-one page, say) count once.
+    pub async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, CorpusError> {
+        let mut seen_terms = HashSet::new();
+        let terms: Vec<String> = words(query)
+            .into_iter()
+            .filter(|w| !crate::text::is_stopword(w) && seen_terms.insert(w.clone()))
+            .take(32)
+            .collect();
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let expr = terms
+            .iter()
+            .map(|t| format!("\"{}\"", t.replace('"', "")))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let rows = sqlx::query(
+            "SELECT passages.path, files.title, passages.heading, \
+             snippet(passages, 3, '', '', '…', 40), \
+             bm25(passages, 0.0, 1.0, 1.5, 1.0, 0.0) AS score, passages.hash \
+             FROM passages JOIN files ON files.path = passages.path \
+             WHERE passages MATCH ? ORDER BY score, passages.path LIMIT ?",
+        )
+        .bind(&expr)
+        .bind((limit * 20).clamp(50, 2000) as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| index_err(&self.index_path, e))?;
+        let mut hits = Vec::new();
+        let mut docs = HashSet::new();
+        let mut passages = HashSet::new();
+        for r in rows {
+            let path: String = r.get(0);
+            let hash: String = r.get(5);
+            if !passages.insert(hash) || !docs.insert(path.clone()) {
+                continue;
+            }
+            hits.push(SearchHit {
+                url: file_url(&self.root.join(&path)),
+                title: r.get(1),
+                heading: r.get(2),
+                snippet: r.get(3),
+                score: -r.get::<f64, _>(4),
+            });
+            if hits.len() == limit {
+                break;
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Reads a document of this corpus by its `file://` URL.
+    pub async fn fetch(&self, url: &str) -> Result<Fetched, CorpusError> {
+        let path = url
+            .strip_prefix("file://")
+            .ok_or_else(|| CorpusError::OutsideCorpus(url.to_string()))?;
+        let fetch_err = |reason: String| CorpusError::Fetch {
+            url: url.to_string(),
+            reason,
+        };
+        let path = Path::new(path)
+            .canonicalize()
+            .map_err(|e| fetch_err(e.to_string()))?;
+        if !path.starts_with(&self.root) {
+            return Err(CorpusError::OutsideCorpus(url.to_string()));
+        }
+        let kind = DocKind::from_path(&path.to_string_lossy())
+            .ok_or_else(|| fetch_err("not an HTML, Markdown or text file".into()))?;
+        let meta = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| fetch_err(e.to_string()))?;
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(fetch_err(format!("larger than {MAX_FILE_BYTES} bytes")));
+        }
+        let bytes = tokio::fs::read(&path)
+            .await
+            .map_err(|e| fetch_err(e.to_string()))?;
+        Ok(Fetched {
+            url: url.to_string(),
+            kind,
+            bytes,
+        })
+    }
+}
+
+/// The `file://` URL of an absolute path.
+pub fn file_url(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+#[derive(Debug, Clone)]
+struct FoundFile {
+    rel: String,
+    size: i64,
+    mtime_ns: i64,
+}
+
+/// Lists readable documents under `root`, depth-first in name order, skipping hidden entries
+/// and symlinks (which could lead outside the corpus or loop).
+fn walk(root: &Path, skipped: &mut Vec<(String, String)>) -> Result<Vec<FoundFile>, CorpusError> {
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if dir == root => {
+                return Err(CorpusError::Unreadable {
+                    path: root.display().to_string(),
+                    reason: e.to_string(),
+                });
+            }
+            Err(e) => {
+                skipped.push((rel_of(root, &dir), e.to_string()));
+                continue;
+            }
+        };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries.into_iter().rev() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') {
+                continue;
+            }
+            let Ok(ft) = entry.file_type() else { continue };
+            let path = entry.path();
+            if ft.is_dir() {
+                if depth + 1 < MAX_DEPTH {
+                    stack.push((path, depth + 1));
+                }
+            } else if ft.is_file() && DocKind::from_path(&name).is_some() {
+                let rel = rel_of(root, &path);
+                match entry.metadata() {
+                    Ok(m) if m.len() > MAX_FILE_BYTES => {
+                        skipped.push((rel, format!("larger than {MAX_FILE_BYTES} bytes")))
+                    }
+                    Ok(m) => {
+                        let mtime_ns = m
+                            .modified()
+                            .ok()
+                            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                            .map(|d| d.as_nanos() as i64)
+                            .unwrap_or(0);
+                        out.push(FoundFile {
+                            rel,
+                            size: m.len() as i64,
+                            mtime_ns,
+                        });
+                        if out.len() >= MAX_FILES {
+                            skipped.push((
+                                rel_of(root, &dir),
+                                format!(
+                                    "corpus has more than {MAX_FILES} files; the rest are left out"
+                                ),
+                            ));
+                            return Ok(out);
+                        }
+                    }
+                    Err(e) => skipped.push((rel, e.to_string())),
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(out)
+}
+
+fn rel_of(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .to_string()
+}
+
+fn read_and_parse(root: &Path, file: &FoundFile) -> Result<(String, ParsedDoc), String> {
+    let path = root.join(&file.rel);
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    let sha = hex::encode(Sha256::digest(&bytes));
+    let kind = DocKind::from_path(&file.rel).ok_or("unsupported file type")?;
+    let doc = parse_content(&file_url(&path), kind, &bytes).map_err(|e| e.to_string())?;
+    Ok((sha, doc))
+}
+
+async fn delete_file(tx: &mut SqliteConnection, rel: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM passages WHERE path = ?")
+        .bind(rel)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM files WHERE path = ?")
+        .bind(rel)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_doc(
+    tx: &mut SqliteConnection,
+    file: &FoundFile,
+    sha: &str,
+    doc: &ParsedDoc,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO files (path, size, mtime_ns, sha256, title, kind, words) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&file.rel)
+    .bind(file.size)
+    .bind(file.mtime_ns)
+    .bind(sha)
+    .bind(&doc.title)
+    .bind(doc.kind.content_type())
+    .bind(doc.words as i64)
+    .execute(&mut *tx)
+    .await?;
+    for (heading, body) in passages(doc) {
+        let hash = hex::encode(&Sha256::digest(body.as_bytes())[..12]);
+        sqlx::query(
+            "INSERT INTO passages (path, title, heading, body, hash) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(&file.rel)
+        .bind(&doc.title)
+        .bind(&heading)
+        .bind(&body)
+        .bind(hash)
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Consecutive blocks under one heading, cut into passages of about `PASSAGE_CHARS`.
+fn passages(doc: &ParsedDoc) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for b in &doc.blocks {
+        match out.last_mut() {
+            Some((h, body)) if *h == b.heading && body.len() + b.text.len() < PASSAGE_CHARS => {
+                body.push('\n');
+                body.push_str(&b.text);
+            }
+            _ => out.push((b.heading.clone(), b.text.clone())),
+        }
+    }
+    out
+}

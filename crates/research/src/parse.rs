@@ -1,0 +1,192 @@
+//! `parse_content`: turns fetched bytes into a titled list of prose blocks.
+
+use serde::{Deserialize, Serialize};
+
+use crate::text::{Block, markdown_blocks, plain_blocks};
+
+/// The document kinds Fathom reads. PDF and DOCX join with the web fetcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DocKind {
+    Html,
+    Markdown,
+    Text,
+}
+
+impl DocKind {
+    /// The kind a file name's extension says, if Fathom reads it.
+    pub fn from_path(path: &str) -> Option<DocKind> {
+        let ext = path.rsplit_once('.')?.1.to_ascii_lowercase();
+        match ext.as_str() {
+            "html" | "htm" | "xhtml" => Some(DocKind::Html),
+            "md" | "markdown" | "mdown" => Some(DocKind::Markdown),
+            "txt" | "text" | "rst" => Some(DocKind::Text),
+            _ => None,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            DocKind::Html => "text/html",
+            DocKind::Markdown => "text/markdown",
+            DocKind::Text => "text/plain",
+        }
+    }
+
+    pub fn from_content_type(ct: &str) -> Option<DocKind> {
+        let base = ct.split(';').next()?.trim().to_ascii_lowercase();
+        match base.as_str() {
+            "text/html" | "application/xhtml+xml" => Some(DocKind::Html),
+            "text/markdown" | "text/x-markdown" => Some(DocKind::Markdown),
+            "text/plain" => Some(DocKind::Text),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParsedDoc {
+    pub url: String,
+    pub title: String,
+    pub kind: DocKind,
+    pub blocks: Vec<Block>,
+    pub words: usize,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ParseError {
+    #[error("binary content, not {0}")]
+    Binary(&'static str),
+    #[error("not valid UTF-8 text")]
+    NotText,
+    #[error("no readable text")]
+    Empty,
+    #[error("unreadable HTML: {0}")]
+    Html(String),
+}
+
+/// Decodes bytes as text: UTF-8 (with a BOM or not), tolerating a few bad bytes; refuses
+/// binary data.
+pub fn decode_text(bytes: &[u8], kind: DocKind) -> Result<String, ParseError> {
+    let head = &bytes[..bytes.len().min(8192)];
+    if head.contains(&0) {
+        return Err(ParseError::Binary(kind.content_type()));
+    }
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Ok(s.to_string()),
+        Err(_) => {
+            let lossy = String::from_utf8_lossy(bytes);
+            let bad = lossy.chars().filter(|&c| c == '\u{FFFD}').count();
+            // A stray byte or two in a large file is tolerable; more means another encoding
+            // or binary data, and quoting from it would produce garbage.
+            if bad * 200 > lossy.chars().count().max(1) {
+                Err(ParseError::NotText)
+            } else {
+                Ok(lossy.into_owned())
+            }
+        }
+    }
+}
+
+/// Parses a document: HTML through a Readability port (main content only, as Markdown),
+/// Markdown and text directly.
+pub fn parse_content(url: &str, kind: DocKind, bytes: &[u8]) -> Result<ParsedDoc, ParseError> {
+    let text = decode_text(bytes, kind)?;
+    let fallback_title = url
+        .rsplit('/')
+        .next()
+        .unwrap_or(url)
+        .rsplit_once('.')
+        .map(|(stem, _)| stem.replace(['-', '_'], " "))
+        .unwrap_or_else(|| url.to_string());
+    let (title, blocks) = match kind {
+        DocKind::Html => {
+            let (title, markdown) = html_to_markdown(url, &text)?;
+            let (h1, blocks) = markdown_blocks(&markdown);
+            (title.or(h1), blocks)
+        }
+        DocKind::Markdown => markdown_blocks(&text),
+        DocKind::Text => {
+            let title = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .filter(|l| l.len() <= 120)
+                .map(str::to_string);
+            (title, plain_blocks(&text))
+        }
+    };
+    let words = blocks
+        .iter()
+        .map(|b| b.text.split_whitespace().count())
+        .sum();
+    if words == 0 {
+        return Err(ParseError::Empty);
+    }
+    Ok(ParsedDoc {
+        url: url.to_string(),
+        title: title
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or(fallback_title),
+        kind,
+        blocks,
+        words,
+    })
+}
+
+fn html_to_markdown(url: &str, html: &str) -> Result<(Option<String>, String), ParseError> {
+    let cfg = dom_smoothie::Config {
+        text_mode: dom_smoothie::TextMode::Markdown,
+        ..Default::default()
+    };
+    let mut reader = dom_smoothie::Readability::new(html, Some(url), Some(cfg))
+        .map_err(|e| ParseError::Html(e.to_string()))?;
+    let article = reader
+        .parse()
+        .map_err(|e| ParseError::Html(e.to_string()))?;
+    let title = Some(article.title.trim().to_string()).filter(|t| !t.is_empty());
+    Ok((title, article.text_content.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_keeps_the_article_and_drops_navigation() {
+        let html = r#"<html><head><title>Borrowing</title></head><body>
+            <nav><a href="/">Home</a> <a href="/x">Other chapter</a></nav>
+            <main><h1>Borrowing</h1>
+            <p>A reference lets you refer to a value without taking ownership of it. References
+            are immutable by default, and the borrow checker enforces this at compile time.</p>
+            <p>Mutable references have one big restriction: if you have a mutable reference to a
+            value, you can have no other references to that value.</p>
+            <pre><code>let r = &amp;s;</code></pre></main>
+            <footer>Copyright</footer></body></html>"#;
+        let doc = parse_content("file:///b/borrow.html", DocKind::Html, html.as_bytes()).unwrap();
+        assert_eq!(doc.title, "Borrowing");
+        let all: String = doc.blocks.iter().map(|b| b.text.as_str()).collect();
+        assert!(
+            all.contains("A reference lets you refer to a value"),
+            "{all}"
+        );
+        assert!(!all.contains("Other chapter"), "{all}");
+        assert!(!all.contains("let r"), "{all}");
+    }
+
+    #[test]
+    fn binary_and_garbage_are_refused() {
+        let e = parse_content("file:///x.txt", DocKind::Text, b"abc\0\x01\x02").unwrap_err();
+        assert_eq!(e, ParseError::Binary("text/plain"));
+        let junk: Vec<u8> = (0..400).map(|i| 0x80 + (i % 60) as u8).collect();
+        assert_eq!(
+            parse_content("file:///x.txt", DocKind::Text, &junk).unwrap_err(),
+            ParseError::NotText
+        );
+        assert_eq!(
+            parse_content("file:///x.md", DocKind::Markdown, b"   \n\n").unwrap_err(),
+            ParseError::Empty
+        );
+    }
+}

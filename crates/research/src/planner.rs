@@ -1,0 +1,295 @@
+//! `decompose_query` offline: a deterministic planner. It reads the question's form (what
+//! is, how, why, comparison) and its content words, asks for clarification when there is
+//! too little to research, and proposes search queries and a report outline. Feedback and
+//! answers from a rejected round steer the next plan.
+
+use serde::{Deserialize, Serialize};
+
+use crate::text::{is_stopword, words};
+
+/// A research plan, as proposed by `decompose_query` and approved (or edited) at the gate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub question: String,
+    /// Asked when the question is too vague to research well; answer them to re-plan.
+    #[serde(default)]
+    pub clarifying_questions: Vec<String>,
+    pub queries: Vec<String>,
+    /// Section titles of the report, in order.
+    pub outline: Vec<String>,
+}
+
+impl Plan {
+    /// Checks an edited plan before it is run.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.queries.iter().all(|q| q.trim().is_empty()) {
+            return Err("plan has no search query".into());
+        }
+        if self.outline.iter().all(|s| s.trim().is_empty()) {
+            return Err("plan has no outline section".into());
+        }
+        if self.queries.len() > 50 || self.outline.len() > 50 {
+            return Err("plan has more than 50 queries or sections".into());
+        }
+        Ok(())
+    }
+
+    /// The plan without blank entries.
+    pub fn cleaned(mut self) -> Plan {
+        self.queries.retain(|q| !q.trim().is_empty());
+        self.outline.retain(|s| !s.trim().is_empty());
+        self
+    }
+}
+
+const GENERIC: &[&str] = &[
+    "anything",
+    "everything",
+    "info",
+    "information",
+    "question",
+    "something",
+    "stuff",
+    "thing",
+    "things",
+    "topic",
+];
+
+/// Words of feedback that steer rather than name a subject ("focus on X", "add Y").
+const STEER_NOISE: &[&str] = &[
+    "add", "cover", "emphasis", "focus", "include", "instead", "less", "mention", "rather",
+];
+
+const MAX_QUERIES: usize = 8;
+
+/// The question's form, which decides the outline.
+#[derive(Debug, PartialEq)]
+enum Form {
+    Definition,
+    Mechanism,
+    Reasons,
+    Comparison(String, String),
+    General,
+}
+
+fn form_of(question: &str) -> Form {
+    let q = question.trim().trim_end_matches('?').to_lowercase();
+    for sep in [" vs. ", " vs ", " versus "] {
+        if let Some((a, b)) = q.split_once(sep) {
+            let a = a.trim_start_matches("compare ").trim();
+            return Form::Comparison(topic_of(a), topic_of(b.trim()));
+        }
+    }
+    if let Some(rest) = q
+        .strip_prefix("compare ")
+        .or_else(|| q.split_once("difference between ").map(|(_, r)| r))
+        .or_else(|| q.split_once("differences between ").map(|(_, r)| r))
+        && let Some((a, b)) = rest
+            .split_once(" and ")
+            .or_else(|| rest.split_once(" with "))
+    {
+        return Form::Comparison(topic_of(a), topic_of(b));
+    }
+    let first = q.split_whitespace().next().unwrap_or("");
+    match first {
+        "how" => Form::Mechanism,
+        "why" => Form::Reasons,
+        "what" | "define" | "who"
+            if q.contains(" is ") || q.contains(" are ") || first == "define" =>
+        {
+            Form::Definition
+        }
+        _ => Form::General,
+    }
+}
+
+/// Content words of a phrase, in their original order.
+fn topic_of(text: &str) -> String {
+    let mut seen = Vec::new();
+    for w in words(text) {
+        if w.chars().count() > 1 && !is_stopword(&w) && !seen.contains(&w) {
+            seen.push(w);
+        }
+    }
+    seen.join(" ")
+}
+
+fn push_unique(list: &mut Vec<String>, item: String) {
+    let item = item.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !item.is_empty() && !list.iter().any(|x| x.eq_ignore_ascii_case(&item)) {
+        list.push(item);
+    }
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// Drafts a plan for `question`, steered by the feedback and answers of earlier rounds.
+pub fn decompose_query(question: &str, feedback: &[String], answers: &[String]) -> Plan {
+    let question = question.split_whitespace().collect::<Vec<_>>().join(" ");
+    let topic = topic_of(&question);
+    let form = form_of(&question);
+    let steer: Vec<String> = feedback
+        .iter()
+        .chain(answers)
+        .map(|s| {
+            topic_of(s)
+                .split_whitespace()
+                .filter(|w| !STEER_NOISE.contains(w))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|s| !s.is_empty())
+        .collect();
+
+    let content: Vec<String> = topic
+        .split_whitespace()
+        .chain(steer.iter().flat_map(|s| s.split_whitespace()))
+        .filter(|w| !GENERIC.contains(w))
+        .map(str::to_string)
+        .collect();
+    let mut clarifying_questions = Vec::new();
+    if content.is_empty() {
+        clarifying_questions.push("What subject should the research cover?".to_string());
+        clarifying_questions
+            .push("What do you want to do with the answer (learn, decide, compare)?".to_string());
+    } else if content.len() == 1 && question.split_whitespace().count() <= 3 {
+        let t = &content[0];
+        clarifying_questions.push(format!(
+            "Which aspect of {t} matters most: what it is, how it works, examples, or pitfalls?"
+        ));
+        clarifying_questions.push(format!(
+            "Is {t} meant in a particular context (a language, a library, a field)?"
+        ));
+    }
+
+    let mut outline = Vec::new();
+    let mut queries = Vec::new();
+    push_unique(&mut queries, question.trim_end_matches('?').to_string());
+    match &form {
+        Form::Comparison(a, b) => {
+            for s in [
+                format!("Overview of {a}"),
+                format!("Overview of {b}"),
+                format!("Differences between {a} and {b}"),
+                "When to use each".to_string(),
+            ] {
+                push_unique(&mut outline, s);
+            }
+            push_unique(&mut queries, a.clone());
+            push_unique(&mut queries, b.clone());
+            push_unique(&mut queries, format!("{a} {b} difference"));
+        }
+        Form::Definition => {
+            for s in [
+                "Definition",
+                "How it works",
+                "Examples",
+                "Pitfalls and errors",
+            ] {
+                push_unique(&mut outline, s.to_string());
+            }
+            push_unique(&mut queries, topic.clone());
+            push_unique(&mut queries, format!("{topic} example"));
+        }
+        Form::Mechanism => {
+            for s in [
+                "Overview",
+                "How it works",
+                "Rules and constraints",
+                "Examples",
+                "Pitfalls and errors",
+            ] {
+                push_unique(&mut outline, s.to_string());
+            }
+            push_unique(&mut queries, topic.clone());
+            push_unique(&mut queries, format!("{topic} rules"));
+            push_unique(&mut queries, format!("{topic} example"));
+        }
+        Form::Reasons => {
+            for s in [
+                "Background",
+                "Reasons and motivation",
+                "Trade-offs",
+                "Examples",
+            ] {
+                push_unique(&mut outline, s.to_string());
+            }
+            push_unique(&mut queries, topic.clone());
+            push_unique(&mut queries, format!("{topic} reason benefit"));
+        }
+        Form::General => {
+            for s in ["Overview", "Key concepts", "Examples", "Limitations"] {
+                push_unique(&mut outline, s.to_string());
+            }
+            push_unique(&mut queries, topic.clone());
+            push_unique(&mut queries, format!("{topic} example"));
+        }
+    }
+    for s in &steer {
+        push_unique(&mut outline, capitalized(s));
+        push_unique(&mut queries, format!("{topic} {s}"));
+    }
+    queries.truncate(MAX_QUERIES);
+    Plan {
+        question,
+        clarifying_questions,
+        queries,
+        outline,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn how_questions_get_a_mechanism_outline_and_focused_queries() {
+        let p = decompose_query("How does ownership work in Rust?", &[], &[]);
+        assert!(p.clarifying_questions.is_empty());
+        assert_eq!(p.outline[1], "How it works");
+        assert!(
+            p.queries.contains(&"ownership rust".to_string()),
+            "{:?}",
+            p.queries
+        );
+        assert_eq!(
+            p,
+            decompose_query("How does  ownership work in Rust?", &[], &[])
+        );
+    }
+
+    #[test]
+    fn comparisons_name_both_subjects() {
+        let p = decompose_query("Compare Box and Rc", &[], &[]);
+        assert_eq!(p.outline[0], "Overview of box");
+        assert!(
+            p.outline
+                .contains(&"Differences between box and rc".to_string())
+        );
+    }
+
+    #[test]
+    fn vague_questions_ask_for_clarification_and_answers_steer() {
+        let p = decompose_query("stuff", &[], &[]);
+        assert_eq!(p.clarifying_questions.len(), 2);
+        let p = decompose_query("traits", &[], &[]);
+        assert_eq!(p.clarifying_questions.len(), 2);
+        let p = decompose_query(
+            "traits",
+            &["focus on generics and trait objects".into()],
+            &[],
+        );
+        assert!(p.clarifying_questions.is_empty());
+        assert!(
+            p.outline.contains(&"Generics trait objects".to_string()),
+            "{:?}",
+            p.outline
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! The living report: a structured model rendered to Markdown after every `update_report`
+//! change. Citations `[n]` are bound to sources that were actually read, numbered in order of
+//! first citation, so numbers never change as the report grows.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    pub n: usize,
+    pub title: String,
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Section {
+    pub title: String,
+    pub paragraphs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub title: String,
+    pub sections: Vec<Section>,
+    pub sources: Vec<Source>,
+}
+
+/// A sentence to add, with the document it was taken from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quote {
+    pub text: String,
+    pub source_url: String,
+    pub source_title: String,
+}
+
+/// One `update_report` change: sentences appended to a section (created if new), as a new
+/// paragraph or continuing the last one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Patch {
+    pub section: String,
+    pub quotes: Vec<Quote>,
+    /// Text written when a section has no quote (nothing in the sources covered it).
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReportError {
+    #[error("change of {size} characters exceeds max_report_update_size {limit}")]
+    TooLarge { size: usize, limit: usize },
+    #[error("report would not be valid Markdown: {0}")]
+    Invalid(String),
+}
+
+impl Report {
+    pub fn new(title: &str) -> Report {
+        Report {
+            title: title.split_whitespace().collect::<Vec<_>>().join(" "),
+            ..Default::default()
+        }
+    }
+
+    fn cite(&mut self, q: &Quote) -> usize {
+        if let Some(s) = self.sources.iter().find(|s| s.url == q.source_url) {
+            return s.n;
+        }
+        let n = self.sources.len() + 1;
+        self.sources.push(Source {
+            n,
+            title: q.source_title.clone(),
+            url: q.source_url.clone(),
+        });
+        n
+    }
+
+    /// Applies `patch` if the Markdown grows by at most `limit` characters and stays valid;
+    /// otherwise the report is left as it was.
+    pub fn apply(&mut self, patch: &Patch, limit: usize) -> Result<String, ReportError> {
+        let before = self.render();
+        let mut next = self.clone();
+        let mut text = String::new();
+        for q in &patch.quotes {
+            let n = next.cite(q);
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(&format!("{} [{n}]", q.text.trim()));
+        }
+        if patch.quotes.is_empty()
+            && let Some(note) = &patch.note
+        {
+            text.push_str(&format!("_{}_", note.trim()));
+        }
+        match next.sections.iter_mut().find(|s| s.title == patch.section) {
+            Some(section) if !text.is_empty() => section.paragraphs.push(text),
+            Some(_) => {}
+            None => next.sections.push(Section {
+                title: patch.section.clone(),
+                paragraphs: if text.is_empty() { vec![] } else { vec![text] },
+            }),
+        }
+        let after = next.render();
+        let size = after.chars().count().saturating_sub(before.chars().count());
+        if size > limit {
+            return Err(ReportError::TooLarge { size, limit });
+        }
+        check_markdown(&after, next.sources.len()).map_err(ReportError::Invalid)?;
+        *self = next;
+        Ok(after)
+    }
+
+    pub fn render(&self) -> String {
+        let mut md = format!("# {}\n", crate::text::escape_inline(&self.title));
+        for s in &self.sections {
+            md.push_str(&format!("\n## {}\n", crate::text::escape_inline(&s.title)));
+            for p in &s.paragraphs {
+                md.push_str(&format!("\n{p}\n"));
+            }
+        }
+        if !self.sources.is_empty() {
+            md.push_str("\n## Sources\n\n");
+            for s in &self.sources {
+                md.push_str(&format!(
+                    "{}. {} — {}\n",
+                    s.n,
+                    crate::text::escape_inline(&s.title),
+                    crate::text::code_span(&s.url)
+                ));
+            }
+        }
+        md
+    }
+}
+
+/// The invariants every version of the report keeps: one H1 first, no skipped heading level,
+/// no raw HTML, no code block, and every `[n]` naming a listed source.
+pub fn check_markdown(md: &str, sources: usize) -> Result<(), String> {
+    use pulldown_cmark::{Event, HeadingLevel, Parser, Tag};
+    let mut h1 = 0;
+    let mut last = 1;
+    for (i, ev) in Parser::new(md).enumerate() {
+        match ev {
+            Event::Start(Tag::Heading { level, .. }) => {
+                let l = level as usize;
+                if level == HeadingLevel::H1 {
+                    h1 += 1;
+                    if i != 0 {
+                        return Err("the H1 title is not first".into());
+                    }
+                }
+                if l > last + 1 {
+                    return Err(format!("heading level jumps from {last} to {l}"));
+                }
+                last = l;
+            }
+            Event::Html(_) | Event::InlineHtml(_) => return Err("raw HTML".into()),
+            Event::Start(Tag::CodeBlock(_)) => return Err("a code block".into()),
+            _ => {}
+        }
+    }
+    if h1 != 1 {
+        return Err(format!("{h1} H1 headings, expected 1"));
+    }
+    for n in citations(md) {
+        if n == 0 || n > sources {
+            return Err(format!("citation [{n}] names no source"));
+        }
+    }
+    Ok(())
+}
+
+/// The numbers of unescaped `[n]` markers in `md`.
+pub fn citations(md: &str) -> Vec<usize> {
+    let b = md.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' && (i == 0 || b[i - 1] != b'\\') {
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 0 && b.get(i + 1 + digits) == Some(&b']') {
+                if let Ok(n) = md[i + 1..i + 1 + digits].parse() {
+                    out.push(n);
+                }
+                i += digits + 2;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quote(text: &str, url: &str) -> Quote {
+        Quote {
+            text: text.into(),
+            source_url: url.into(),
+            source_title: format!("Title of {url}"),
+        }
+    }
+
+    #[test]
+    fn citations_are_numbered_by_first_use_and_stay_stable() {
+        let mut r = Report::new("How does it work?");
+        r.apply(
+            &Patch {
+                section: "Overview".into(),
+                quotes: vec![
+                    quote("B says so.", "file:///b"),
+                    quote("A says so.", "file:///a"),
+                ],
+                note: None,
+            },
+            1000,
+        )
+        .unwrap();
+        let md = r
+            .apply(
+                &Patch {
+                    section: "Details".into(),
+                    quotes: vec![quote("A again.", "file:///a"), quote("C.", "file:///c")],
+                    note: None,
+                },
+                1000,
+            )
+            .unwrap();
+        assert!(md.contains("B says so. [1] A says so. [2]"), "{md}");
+        assert!(md.contains("A again. [2] C. [3]"), "{md}");
+        assert!(
+            md.ends_with("3. Title of file:///c — `file:///c`\n"),
+            "{md}"
+        );
+        assert_eq!(citations(&md), vec![1, 2, 2, 3]);
+    }
+
+    #[test]
+    fn oversized_changes_are_refused_and_leave_the_report_alone() {
+        let mut r = Report::new("Q");
+        let long = "word ".repeat(100);
+        let err = r
+            .apply(
+                &Patch {
+                    section: "S".into(),
+                    quotes: vec![quote(&long, "file:///a")],
+                    note: None,
+                },
+                200,
+            )
+            .unwrap_err();
+        assert!(matches!(err, ReportError::TooLarge { .. }));
+        assert_eq!(r, Report::new("Q"));
+    }
+
+    #[test]
+    fn invalid_markdown_is_caught() {
+        assert!(check_markdown("# A\n\n### skipped\n", 0).is_err());
+        assert!(check_markdown("# A\n\n<div>x</div>\n", 0).is_err());
+        assert!(check_markdown("# A\n\ntext [2]\n", 1).is_err());
+        assert!(check_markdown("# A\n\n## B\n\ntext \\[2\\] [1]\n", 1).is_ok());
+    }
+}

@@ -1,0 +1,172 @@
+//! The research service: what the CLI and the HTTP server do with research runs (start,
+//! decide at the gate, read sessions), with input checked before anything is stored.
+
+use std::sync::Arc;
+
+use fathom_engine::store::{
+    CollectionScope, DeliverOutcome, Filter, OrderBy, RunRecord, RunStore, SearchQuery, StoreError,
+};
+use fathom_engine::{Engine, EngineConfig, EngineError, StartOptions};
+use serde_json::Value;
+
+use crate::events::{ApproveEvent, ResearchStart};
+use crate::settings::SettingsError;
+use crate::workflow::{DEEP_RESEARCH, ResearchDeps, deep_research, research_metadata};
+
+/// Questions longer than this are not questions but documents.
+pub const MAX_QUESTION_CHARS: usize = 4000;
+const MAX_FEEDBACK_CHARS: usize = 4000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResearchError {
+    #[error("the question is empty")]
+    EmptyQuestion,
+    #[error("the question is {0} characters long; the limit is {MAX_QUESTION_CHARS}")]
+    QuestionTooLong(usize),
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error("invalid ApproveEvent: {0}")]
+    InvalidDecision(String),
+    #[error("no research session '{0}'")]
+    UnknownSession(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Research runs on an engine with both research workflows registered.
+pub struct Research {
+    pub engine: Arc<Engine>,
+    pub deps: Arc<ResearchDeps>,
+}
+
+impl Research {
+    pub fn new(store: Arc<dyn RunStore>, config: EngineConfig, deps: ResearchDeps) -> Research {
+        let deps = Arc::new(deps);
+        let engine = Engine::new(store, config)
+            .register(deep_research(deps.clone()))
+            .register(research_metadata(deps.config.clone()));
+        Research {
+            engine: Arc::new(engine),
+            deps,
+        }
+    }
+
+    /// Checks a question and settings and starts a run; nothing is stored if they are bad.
+    pub async fn start(
+        &self,
+        query: &str,
+        settings: Option<Value>,
+    ) -> Result<RunRecord, ResearchError> {
+        let start = self.check_start(query, settings)?;
+        let payload =
+            serde_json::to_value(&start).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        Ok(self
+            .engine
+            .start(DEEP_RESEARCH, payload, StartOptions::default())
+            .await?)
+    }
+
+    /// The start event for `query` and `settings`, if both are acceptable.
+    pub fn check_start(
+        &self,
+        query: &str,
+        settings: Option<Value>,
+    ) -> Result<ResearchStart, ResearchError> {
+        let q = query.split_whitespace().collect::<Vec<_>>().join(" ");
+        if q.is_empty() {
+            return Err(ResearchError::EmptyQuestion);
+        }
+        let n = q.chars().count();
+        if n > MAX_QUESTION_CHARS {
+            return Err(ResearchError::QuestionTooLong(n));
+        }
+        self.deps.config.settings(settings.as_ref())?;
+        Ok(ResearchStart { query: q, settings })
+    }
+
+    /// Delivers a decision to the gate of run `id`. An early decision is kept until the run
+    /// reaches the gate; the same `idempotency_key` applies once.
+    pub async fn decide(
+        &self,
+        id: &str,
+        decision: ApproveEvent,
+        idempotency_key: Option<String>,
+    ) -> Result<DeliverOutcome, ResearchError> {
+        check_decision(&decision).map_err(ResearchError::InvalidDecision)?;
+        let payload =
+            serde_json::to_value(&decision).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        Ok(self
+            .engine
+            .send(id, "ApproveEvent", payload, idempotency_key)
+            .await?)
+    }
+
+    fn scope(&self) -> CollectionScope {
+        CollectionScope {
+            deployment_name: self.deps.config.deployment_name.clone(),
+            collection: self.deps.config.research_collection.clone(),
+        }
+    }
+
+    /// The saved session record of research `id`.
+    pub async fn session(&self, id: &str) -> Result<Value, ResearchError> {
+        let page = self
+            .deps
+            .sessions
+            .search(&SearchQuery {
+                scope: self.scope(),
+                filter: Filter::data_eq("research_id", id),
+                order_by: Vec::new(),
+                offset: 0,
+                page_size: 1,
+                include_total: false,
+            })
+            .await?;
+        page.items
+            .into_iter()
+            .next()
+            .map(|i| i.data)
+            .ok_or_else(|| ResearchError::UnknownSession(id.to_string()))
+    }
+
+    /// Saved sessions, newest first.
+    pub async fn sessions(&self, limit: i64) -> Result<Vec<Value>, ResearchError> {
+        let order_by = OrderBy::parse_list("created_at desc")
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let page = self
+            .deps
+            .sessions
+            .search(&SearchQuery {
+                scope: self.scope(),
+                filter: Filter::default(),
+                order_by,
+                offset: 0,
+                page_size: limit.clamp(1, 1000),
+                include_total: false,
+            })
+            .await?;
+        Ok(page.items.into_iter().map(|i| i.data).collect())
+    }
+}
+
+/// What is wrong with a decision, if anything: an edited plan must be runnable, and texts
+/// bounded.
+pub fn check_decision(d: &ApproveEvent) -> Result<(), String> {
+    if let Some(plan) = &d.plan {
+        if !d.approved {
+            return Err("a plan can only be given with approved: true".into());
+        }
+        plan.clone().cleaned().validate()?;
+    }
+    let answers = d.answers.iter().flatten();
+    for text in d.feedback.iter().chain(answers) {
+        if text.chars().count() > MAX_FEEDBACK_CHARS {
+            return Err(format!(
+                "feedback and answers are limited to {MAX_FEEDBACK_CHARS} characters"
+            ));
+        }
+    }
+    Ok(())
+}

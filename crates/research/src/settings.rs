@@ -1,0 +1,239 @@
+//! Research settings: defaults and a JSON Schema read from `configs/config.json`, overridable
+//! per run, validated before a run starts.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The config file shipped with Fathom, used when no other is given.
+pub const EMBEDDED_CONFIG: &str = include_str!("../../../configs/config.json");
+
+/// Everything one research run may be tuned with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Pause at the gate for a person's approval; false approves the plan as drafted.
+    pub require_approval: bool,
+    pub max_search_results_per_query: usize,
+    /// At most this many documents are fetched and read.
+    pub max_sources: usize,
+    /// Upper bound, in characters, of one `update_report` change.
+    pub max_report_update_size: usize,
+    /// Wall-clock budget of the research phase; when it nears, the report is written from
+    /// what was gathered.
+    pub timeout_seconds: u64,
+    pub sentences_per_section: usize,
+    /// Pause between two fetches, for politeness towards servers.
+    pub fetch_delay_ms: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("config {path} is not valid JSON: {reason}")]
+    Json { path: String, reason: String },
+    #[error("config {path}: {reason}")]
+    Invalid { path: String, reason: String },
+}
+
+/// Settings a run was started with that break the schema: one message per bad field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("invalid settings: {}", .0.join("; "))]
+pub struct SettingsError(pub Vec<String>);
+
+/// The research part of the config: where sessions are saved, the defaults, and the schema.
+#[derive(Debug, Clone)]
+pub struct ResearchConfig {
+    pub deployment_name: String,
+    pub research_collection: String,
+    pub defaults: Map<String, Value>,
+    /// The settings schema as written, with `$ref`s.
+    pub schema: Value,
+    /// The same schema with every local `$ref` replaced by its target.
+    pub resolved_schema: Value,
+    validator: std::sync::Arc<jsonschema::Validator>,
+}
+
+impl ResearchConfig {
+    /// Loads the config file at `path`, or the embedded one.
+    pub fn load(path: Option<&Path>) -> Result<ResearchConfig, ConfigError> {
+        let (shown, text) = match path {
+            Some(p) => (
+                p.display().to_string(),
+                std::fs::read_to_string(p).map_err(|e| ConfigError::Read {
+                    path: p.display().to_string(),
+                    reason: e.to_string(),
+                })?,
+            ),
+            None => ("(embedded)".to_string(), EMBEDDED_CONFIG.to_string()),
+        };
+        let json: Value = serde_json::from_str(&text).map_err(|e| ConfigError::Json {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        Self::from_json(&json).map_err(|reason| ConfigError::Invalid {
+            path: shown,
+            reason,
+        })
+    }
+
+    pub fn from_json(json: &Value) -> Result<ResearchConfig, String> {
+        let str_at = |ptr: &str, default: &str| {
+            json.pointer(ptr)
+                .and_then(Value::as_str)
+                .unwrap_or(default)
+                .to_string()
+        };
+        let research = json
+            .get("research")
+            .ok_or("missing the \"research\" section")?;
+        let defaults = research
+            .get("defaults")
+            .and_then(Value::as_object)
+            .cloned()
+            .ok_or("research.defaults must be an object")?;
+        let schema = research
+            .get("settings_schema")
+            .cloned()
+            .ok_or("missing research.settings_schema")?;
+        let resolved_schema =
+            resolve_refs(&schema).map_err(|e| format!("research.settings_schema: {e}"))?;
+        let validator = jsonschema::validator_for(&schema)
+            .map_err(|e| format!("research.settings_schema is not a valid schema: {e}"))?;
+        let config = ResearchConfig {
+            deployment_name: str_at("/agent_data/deployment_name", "_public"),
+            research_collection: str_at("/agent_data/research_collection", "research-sessions"),
+            defaults,
+            schema,
+            resolved_schema,
+            validator: std::sync::Arc::new(validator),
+        };
+        config
+            .settings(None)
+            .map_err(|e| format!("research.defaults: {e}"))?;
+        Ok(config)
+    }
+
+    /// The defaults with `overrides` applied, validated against the schema.
+    pub fn settings(&self, overrides: Option<&Value>) -> Result<Settings, SettingsError> {
+        let mut merged = self.defaults.clone();
+        match overrides {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(o)) => merged.extend(o.iter().map(|(k, v)| (k.clone(), v.clone()))),
+            Some(other) => {
+                return Err(SettingsError(vec![format!(
+                    "settings must be a JSON object, not {other}"
+                )]));
+            }
+        }
+        let merged = Value::Object(merged);
+        let mut problems: Vec<String> = self
+            .validator
+            .iter_errors(&merged)
+            .map(|e| {
+                let at = e
+                    .instance_path()
+                    .as_str()
+                    .trim_start_matches('/')
+                    .replace('/', ".");
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        problems.sort();
+        problems.dedup();
+        if !problems.is_empty() {
+            return Err(SettingsError(problems));
+        }
+        serde_json::from_value(merged).map_err(|e| SettingsError(vec![e.to_string()]))
+    }
+}
+
+/// Replaces every `{"$ref": "#/..."}` with the value it points at (like `jsonref.replace_refs`).
+/// Remote references are refused, never fetched; cycles are reported.
+pub fn resolve_refs(schema: &Value) -> Result<Value, String> {
+    fn walk(root: &Value, v: &Value, depth: usize) -> Result<Value, String> {
+        if depth > 64 {
+            return Err("$ref chain too deep (a cycle?)".into());
+        }
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    let Some(pointer) = r.strip_prefix('#') else {
+                        return Err(format!("remote $ref \"{r}\" is not allowed"));
+                    };
+                    let target = root
+                        .pointer(pointer)
+                        .ok_or_else(|| format!("$ref \"{r}\" points nowhere"))?;
+                    let mut out = walk(root, target, depth + 1)?;
+                    // Siblings of $ref (a description, say) refine the target.
+                    if let Value::Object(o) = &mut out {
+                        for (k, val) in map.iter().filter(|(k, _)| *k != "$ref") {
+                            o.insert(k.clone(), walk(root, val, depth + 1)?);
+                        }
+                    }
+                    return Ok(out);
+                }
+                let mut out = Map::new();
+                for (k, val) in map {
+                    out.insert(k.clone(), walk(root, val, depth)?);
+                }
+                Ok(Value::Object(out))
+            }
+            Value::Array(items) => items
+                .iter()
+                .map(|i| walk(root, i, depth))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array),
+            other => Ok(other.clone()),
+        }
+    }
+    walk(schema, schema, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config() -> ResearchConfig {
+        ResearchConfig::load(None).expect("embedded config is valid")
+    }
+
+    #[test]
+    fn embedded_defaults_validate() {
+        let s = config().settings(None).unwrap();
+        assert!(s.require_approval);
+        assert!(s.max_sources > 0);
+    }
+
+    #[test]
+    fn overrides_apply_and_each_bad_field_is_named() {
+        let c = config();
+        let s = c.settings(Some(&json!({"max_sources": 3}))).unwrap();
+        assert_eq!(s.max_sources, 3);
+        let err = c
+            .settings(Some(
+                &json!({"max_sources": 0, "require_approval": "yes", "bogus": 1}),
+            ))
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("max_sources"), "{text}");
+        assert!(text.contains("require_approval"), "{text}");
+        assert!(text.contains("bogus"), "{text}");
+    }
+
+    #[test]
+    fn refs_resolve_locally_and_remote_refs_are_refused() {
+        let resolved = config().resolved_schema;
+        assert!(!resolved.to_string().contains("$ref"));
+        let remote = json!({"properties": {"a": {"$ref": "https://example.com/s.json"}}});
+        assert!(resolve_refs(&remote).unwrap_err().contains("remote"));
+        let cyclic = json!({"$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"x": {"$ref": "#/$defs/a"}}});
+        assert!(resolve_refs(&cyclic).is_err());
+    }
+}

@@ -1,0 +1,280 @@
+//! Text primitives shared by the index, the planner and the writer: terms, sentences, and
+//! Markdown reduced to headed blocks of inline-safe text.
+
+use pulldown_cmark::{Event as Md, HeadingLevel, Options, Parser, Tag, TagEnd};
+use unicode_segmentation::UnicodeSegmentation;
+
+const STOPWORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
+    "at", "be", "because", "been", "before", "being", "between", "both", "but", "by", "can",
+    "could", "describe", "did", "do", "does", "doing", "down", "during", "each", "explain", "few",
+    "for", "from", "further", "get", "had", "has", "have", "having", "he", "her", "here", "hers",
+    "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "know",
+    "let", "lets", "like", "make", "me", "more", "most", "my", "no", "nor", "not", "now", "of",
+    "off", "on", "once", "one", "only", "or", "other", "our", "out", "over", "own", "please", "s",
+    "same", "she", "should", "so", "some", "such", "t", "tell", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
+    "until", "up", "us", "use", "used", "using", "very", "want", "was", "way", "ways", "we",
+    "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with",
+    "work", "works", "would", "you", "your", "yours",
+];
+
+/// True for words that carry no topic on their own.
+pub fn is_stopword(word: &str) -> bool {
+    STOPWORDS.binary_search(&word).is_ok()
+}
+
+/// Lower-cased words of `text` (letters, digits, and inner `_`), in order.
+pub fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .map(|w| w.trim_matches('_'))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_lowercase())
+        .collect()
+}
+
+/// A light English stemmer: folds plurals and common verb endings so that "borrowing",
+/// "borrowed" and "borrows" meet. Deterministic and cheap; not a linguistic analysis.
+pub fn stem(word: &str) -> String {
+    let w = word;
+    let n = w.chars().count();
+    let cut = |suffix: &str, min_len: usize, add: &str| -> Option<String> {
+        if n >= min_len && w.ends_with(suffix) {
+            Some(format!("{}{add}", &w[..w.len() - suffix.len()]))
+        } else {
+            None
+        }
+    };
+    cut("ies", 5, "y")
+        .or_else(|| cut("sses", 5, "ss"))
+        .or_else(|| cut("ing", 6, ""))
+        .or_else(|| cut("ed", 5, ""))
+        .or_else(|| {
+            if n >= 4 && w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") {
+                cut("s", 4, "")
+            } else {
+                None
+            }
+        })
+        .unwrap_or_else(|| w.to_string())
+}
+
+/// Content terms of `text`: stemmed words without stopwords or one-letter noise.
+pub fn terms(text: &str) -> Vec<String> {
+    words(text)
+        .into_iter()
+        .filter(|w| w.chars().count() > 1 && !is_stopword(w))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+const ABBREVIATIONS: &[&str] = &[
+    "e.g.", "i.e.", "etc.", "vs.", "mr.", "mrs.", "ms.", "dr.", "prof.", "fig.", "no.", "cf.",
+    "approx.", "st.", "jr.", "sr.", "inc.", "ltd.", "u.s.",
+];
+
+/// Splits text into sentences (UAX #29), re-joining breaks after common abbreviations.
+pub fn sentences(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut glue = false;
+    for piece in text.split_sentence_bounds() {
+        let trimmed = piece.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if glue && let Some(last) = out.last_mut() {
+            last.push(' ');
+            last.push_str(trimmed);
+        } else {
+            out.push(trimmed.to_string());
+        }
+        let last_word = out
+            .last()
+            .and_then(|s| s.split_whitespace().last())
+            .unwrap_or("")
+            .to_lowercase();
+        glue = ABBREVIATIONS.contains(&last_word.as_str())
+            || (last_word.len() == 2
+                && last_word.ends_with('.')
+                && last_word.starts_with(char::is_uppercase));
+    }
+    out
+}
+
+/// Escapes text so it stays literal inside a Markdown paragraph.
+pub fn escape_inline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if matches!(
+            c,
+            '\\' | '*' | '_' | '[' | ']' | '<' | '>' | '`' | '~' | '|' | '#'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An inline code span that survives any backticks inside it.
+pub fn code_span(code: &str) -> String {
+    let code = code.replace('\n', " ");
+    let fence = if code.contains('`') { "``" } else { "`" };
+    let pad = if code.starts_with('`') || code.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{code}{pad}{fence}")
+}
+
+/// A paragraph or list item of a document with the heading it sits under. `text` is inline
+/// Markdown: literal text escaped, code kept as code spans, links reduced to their text.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Block {
+    pub heading: String,
+    pub text: String,
+}
+
+/// The document title (first H1, if any) and its prose blocks. Code blocks, tables, images
+/// and raw HTML are dropped: they are not sentences a report can quote.
+pub fn markdown_blocks(markdown: &str) -> (Option<String>, Vec<Block>) {
+    let mut title = None;
+    let mut blocks = Vec::new();
+    let mut heading = String::new();
+    let mut in_heading: Option<HeadingLevel> = None;
+    let mut heading_buf = String::new();
+    let mut buf = String::new();
+    let mut skip_depth = 0usize;
+    let mut text_depth = 0usize;
+    let flush = |buf: &mut String, heading: &str, blocks: &mut Vec<Block>| {
+        let text = buf.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !text.is_empty() {
+            blocks.push(Block {
+                heading: heading.to_string(),
+                text,
+            });
+        }
+        buf.clear();
+    };
+    let opts = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
+    for ev in Parser::new_ext(markdown, opts) {
+        match ev {
+            Md::Start(Tag::CodeBlock(_) | Tag::Table(_) | Tag::Image { .. } | Tag::HtmlBlock) => {
+                skip_depth += 1
+            }
+            Md::End(TagEnd::CodeBlock | TagEnd::Table | TagEnd::Image | TagEnd::HtmlBlock) => {
+                skip_depth = skip_depth.saturating_sub(1)
+            }
+            _ if skip_depth > 0 => {}
+            Md::Start(Tag::Heading { level, .. }) => {
+                flush(&mut buf, &heading, &mut blocks);
+                in_heading = Some(level);
+                heading_buf.clear();
+            }
+            Md::End(TagEnd::Heading(_)) => {
+                let h = heading_buf.split_whitespace().collect::<Vec<_>>().join(" ");
+                if in_heading == Some(HeadingLevel::H1) && title.is_none() {
+                    title = Some(h.clone());
+                }
+                heading = h;
+                in_heading = None;
+            }
+            Md::Start(Tag::Paragraph | Tag::Item) => {
+                if text_depth > 0 {
+                    flush(&mut buf, &heading, &mut blocks);
+                }
+                text_depth += 1;
+            }
+            Md::End(TagEnd::Paragraph | TagEnd::Item) => {
+                text_depth = text_depth.saturating_sub(1);
+                flush(&mut buf, &heading, &mut blocks);
+            }
+            Md::Text(t) => {
+                if in_heading.is_some() {
+                    heading_buf.push_str(&t);
+                } else {
+                    buf.push_str(&escape_inline(&t));
+                }
+            }
+            Md::Code(c) => {
+                if in_heading.is_some() {
+                    heading_buf.push_str(&c);
+                } else {
+                    buf.push_str(&code_span(&c));
+                }
+            }
+            Md::SoftBreak | Md::HardBreak => {
+                if in_heading.is_some() {
+                    heading_buf.push(' ');
+                } else {
+                    buf.push(' ');
+                }
+            }
+            _ => {}
+        }
+    }
+    flush(&mut buf, &heading, &mut blocks);
+    (title, blocks)
+}
+
+/// Plain-text blocks: paragraphs separated by blank lines, escaped for Markdown.
+pub fn plain_blocks(text: &str) -> Vec<Block> {
+    text.split("\n\n")
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|p| !p.is_empty())
+        .map(|p| Block {
+            heading: String::new(),
+            text: escape_inline(&p),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stopwords_are_sorted_for_binary_search() {
+        let mut sorted = STOPWORDS.to_vec();
+        sorted.sort();
+        assert_eq!(sorted, STOPWORDS);
+    }
+
+    #[test]
+    fn terms_fold_word_forms() {
+        assert_eq!(
+            terms("How does borrowing work with borrowed references?"),
+            vec!["borrow", "borrow", "reference"]
+        );
+    }
+
+    #[test]
+    fn sentences_keep_abbreviations_together() {
+        let s = sentences("Use a crate, e.g. serde. It works. Dr. Smith agrees.");
+        assert_eq!(
+            s,
+            vec!["Use a crate, e.g. serde.", "It works.", "Dr. Smith agrees."]
+        );
+    }
+
+    #[test]
+    fn markdown_blocks_drop_code_and_keep_inline_code() {
+        let md = "# Title\n\nIntro with `Vec<T>` and [a link](http://x).\n\n## Part\n\n```\nfn main() {}\n```\n\n- item *one*\n";
+        let (title, blocks) = markdown_blocks(md);
+        assert_eq!(title.as_deref(), Some("Title"));
+        assert_eq!(
+            blocks,
+            vec![
+                Block {
+                    heading: "Title".into(),
+                    text: "Intro with `Vec<T>` and a link.".into()
+                },
+                Block {
+                    heading: "Part".into(),
+                    text: "item one".into()
+                },
+            ]
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! The research tools and how a step calls one: every call is journaled (its result, error
+//! included, is stored under its tool id and never recomputed after a crash) and shows on the
+//! stream as a `ToolCall` followed by its `ToolCallResult`.
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use fathom_engine::{Ctx, StepError, WorkflowState};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+
+use crate::corpus::{Corpus, Fetched, SearchHit};
+use crate::events::{TextBlock, ToolCall, ToolCallResult, ToolOutput};
+
+/// Where `web_search` looks. The local corpus offline; web search APIs online.
+#[async_trait]
+pub trait SearchProvider: Send + Sync + 'static {
+    fn name(&self) -> &str;
+    async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String>;
+}
+
+/// How `fetch_url` reads a document.
+#[async_trait]
+pub trait Fetcher: Send + Sync + 'static {
+    async fn fetch(&self, url: &str) -> Result<Fetched, String>;
+}
+
+#[async_trait]
+impl SearchProvider for Corpus {
+    fn name(&self) -> &str {
+        "local corpus"
+    }
+    async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String> {
+        Corpus::search(self, query, limit)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[async_trait]
+impl Fetcher for Corpus {
+    async fn fetch(&self, url: &str) -> Result<Fetched, String> {
+        Corpus::fetch(self, url).await.map_err(|e| e.to_string())
+    }
+}
+
+/// A tool's outcome as journaled: a value, or a message a person can act on.
+pub type ToolResult<T> = Result<T, String>;
+
+/// One tool invocation: its name, id (unique in the run, stable across re-runs) and
+/// arguments.
+pub struct Invocation {
+    pub tool_name: &'static str,
+    pub tool_id: String,
+    pub kwargs: Value,
+}
+
+impl Invocation {
+    pub fn new(tool_name: &'static str, tool_id: String, kwargs: Value) -> Self {
+        Invocation {
+            tool_name,
+            tool_id,
+            kwargs,
+        }
+    }
+
+    /// Runs the tool through the journal and streams the call and its result. `summary`
+    /// turns a success into the text a reader sees; `raw` into the structured output.
+    pub async fn call<S, T, F, Fut>(
+        self,
+        ctx: &Ctx<S>,
+        f: F,
+        summary: impl FnOnce(&T) -> String,
+        raw: impl FnOnce(&T) -> Value,
+    ) -> Result<ToolResult<T>, StepError>
+    where
+        S: WorkflowState,
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = ToolResult<T>>,
+    {
+        ctx.write_stream(&ToolCall {
+            tool_name: self.tool_name.into(),
+            tool_kwargs: self.kwargs.clone(),
+            tool_id: self.tool_id.clone(),
+        })?;
+        let result: ToolResult<T> = ctx
+            .run(&self.tool_id, || async move {
+                Ok::<_, std::convert::Infallible>(f().await)
+            })
+            .await?;
+        let (text, raw_output, is_error) = match &result {
+            Ok(v) => (summary(v), raw(v), false),
+            Err(e) => (e.clone(), Value::Null, true),
+        };
+        ctx.write_stream(&ToolCallResult {
+            tool_name: self.tool_name.into(),
+            tool_kwargs: self.kwargs.clone(),
+            tool_id: self.tool_id,
+            tool_output: ToolOutput {
+                blocks: vec![TextBlock::new(text)],
+                tool_name: self.tool_name.into(),
+                raw_input: self.kwargs,
+                raw_output,
+                is_error,
+            },
+            return_direct: false,
+        })?;
+        Ok(result)
+    }
+}
