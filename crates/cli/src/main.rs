@@ -1,5 +1,8 @@
 //! `fathom`: the command-line tool.
 
+mod research;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -10,7 +13,7 @@ use fathom_store::SqlStore;
 #[command(
     name = "fathom",
     version,
-    about = "Durable workflows with an approval gate"
+    about = "Durable workflows with an approval gate; deep research over a local corpus"
 )]
 struct Cli {
     /// SQLite file path or postgres:// URL.
@@ -21,12 +24,37 @@ struct Cli {
         global = true
     )]
     database_url: String,
+    /// Config file (default: configs/config.json if present, else the built-in one).
+    #[arg(long, env = "FATHOM_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Where corpus indexes are kept.
+    #[arg(
+        long,
+        env = "FATHOM_INDEX_DIR",
+        default_value = ".fathom/index",
+        global = true
+    )]
+    index_dir: PathBuf,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Researches a question over a local corpus and writes a cited report.
+    Research(research::ResearchArgs),
+    /// Carries on with a session: approves a waiting plan, or finishes interrupted work.
+    Resume(research::ResumeArgs),
+    /// Saved research sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Indexes (or brings up to date) a corpus folder.
+    Index {
+        /// The corpus folder.
+        dir: PathBuf,
+    },
     /// Creates the database if needed and applies migrations.
     Migrate,
     /// Lists runs, newest first.
@@ -39,26 +67,55 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum SessionsCommand {
+    /// Lists sessions, newest first.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// Shows one session: status, plan, sources, and the report.
+    Show { id: String },
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
         .with_writer(std::io::stderr)
         .init();
     match run(Cli::parse()).await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
-            eprintln!("fathom: {e}");
+            eprintln!("fathom: {e:#}");
             ExitCode::FAILURE
         }
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let store = SqlStore::connect(&cli.database_url).await?;
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let ctx = research::Context {
+        database_url: cli.database_url.clone(),
+        config: cli.config.clone(),
+        index_dir: cli.index_dir.clone(),
+    };
     match cli.command {
-        Command::Migrate => println!("database ready ({:?})", store.dialect()),
+        Command::Research(args) => return research::research(&ctx, args).await,
+        Command::Resume(args) => return research::resume(&ctx, args).await,
+        Command::Sessions { command } => match command {
+            SessionsCommand::List { limit } => research::sessions_list(&ctx, limit).await?,
+            SessionsCommand::Show { id } => research::sessions_show(&ctx, &id).await?,
+        },
+        Command::Index { dir } => research::index(&ctx, &dir).await?,
+        Command::Migrate => {
+            let store = SqlStore::connect(&cli.database_url).await?;
+            println!("database ready ({:?})", store.dialect());
+        }
         Command::Runs { status, limit } => {
+            let store = SqlStore::connect(&cli.database_url).await?;
             let statuses = status
                 .iter()
                 .map(|s| RunStatus::parse(s).ok_or_else(|| anyhow::anyhow!("unknown status '{s}'")))
@@ -81,5 +138,5 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -21,7 +21,7 @@ pub mod writer;
 pub use corpus::{Corpus, CorpusError, RefreshReport, SearchHit};
 pub use events::{ApproveEvent, ResearchResult, ResearchStart};
 pub use planner::Plan;
-pub use service::{Research, ResearchError};
+pub use service::{Research, ResearchError, Sessions, check_decision, check_start};
 pub use settings::{ResearchConfig, Settings, SettingsError};
 pub use workflow::{
     DEEP_RESEARCH, RESEARCH_METADATA, ResearchDeps, ResearchState, SessionStatus, deep_research,

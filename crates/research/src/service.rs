@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use fathom_engine::store::{
-    CollectionScope, DeliverOutcome, Filter, OrderBy, RunRecord, RunStore, SearchQuery, StoreError,
+    CollectionScope, CollectionStore, DeliverOutcome, Filter, OrderBy, RunRecord, RunStore, SearchQuery, StoreError,
 };
 use fathom_engine::{Engine, EngineConfig, EngineError, StartOptions};
 use serde_json::Value;
 
 use crate::events::{ApproveEvent, ResearchStart};
-use crate::settings::SettingsError;
+use crate::settings::{ResearchConfig, SettingsError};
 use crate::workflow::{DEEP_RESEARCH, ResearchDeps, deep_research, research_metadata};
 
 /// Questions longer than this are not questions but documents.
@@ -68,22 +68,12 @@ impl Research {
             .await?)
     }
 
-    /// The start event for `query` and `settings`, if both are acceptable.
     pub fn check_start(
         &self,
         query: &str,
         settings: Option<Value>,
     ) -> Result<ResearchStart, ResearchError> {
-        let q = query.split_whitespace().collect::<Vec<_>>().join(" ");
-        if q.is_empty() {
-            return Err(ResearchError::EmptyQuestion);
-        }
-        let n = q.chars().count();
-        if n > MAX_QUESTION_CHARS {
-            return Err(ResearchError::QuestionTooLong(n));
-        }
-        self.deps.config.settings(settings.as_ref())?;
-        Ok(ResearchStart { query: q, settings })
+        check_start(&self.deps.config, query, settings)
     }
 
     /// Delivers a decision to the gate of run `id`. An early decision is kept until the run
@@ -103,20 +93,52 @@ impl Research {
             .await?)
     }
 
-    fn scope(&self) -> CollectionScope {
-        CollectionScope {
-            deployment_name: self.deps.config.deployment_name.clone(),
-            collection: self.deps.config.research_collection.clone(),
+    pub fn sessions(&self) -> Sessions {
+        Sessions::new(self.deps.sessions.clone(), &self.deps.config)
+    }
+}
+
+/// The start event for `query` and `settings`, if both are acceptable.
+pub fn check_start(
+    config: &ResearchConfig,
+    query: &str,
+    settings: Option<Value>,
+) -> Result<ResearchStart, ResearchError> {
+    let q = query.split_whitespace().collect::<Vec<_>>().join(" ");
+    if q.is_empty() {
+        return Err(ResearchError::EmptyQuestion);
+    }
+    let n = q.chars().count();
+    if n > MAX_QUESTION_CHARS {
+        return Err(ResearchError::QuestionTooLong(n));
+    }
+    config.settings(settings.as_ref())?;
+    Ok(ResearchStart { query: q, settings })
+}
+
+/// Saved research sessions, as written by the workflow to the research collection.
+pub struct Sessions {
+    store: Arc<dyn CollectionStore>,
+    scope: CollectionScope,
+}
+
+impl Sessions {
+    pub fn new(store: Arc<dyn CollectionStore>, config: &ResearchConfig) -> Sessions {
+        Sessions {
+            store,
+            scope: CollectionScope {
+                deployment_name: config.deployment_name.clone(),
+                collection: config.research_collection.clone(),
+            },
         }
     }
 
     /// The saved session record of research `id`.
-    pub async fn session(&self, id: &str) -> Result<Value, ResearchError> {
+    pub async fn get(&self, id: &str) -> Result<Value, ResearchError> {
         let page = self
-            .deps
-            .sessions
+            .store
             .search(&SearchQuery {
-                scope: self.scope(),
+                scope: self.scope.clone(),
                 filter: Filter::data_eq("research_id", id),
                 order_by: Vec::new(),
                 offset: 0,
@@ -132,14 +154,13 @@ impl Research {
     }
 
     /// Saved sessions, newest first.
-    pub async fn sessions(&self, limit: i64) -> Result<Vec<Value>, ResearchError> {
+    pub async fn list(&self, limit: i64) -> Result<Vec<Value>, ResearchError> {
         let order_by = OrderBy::parse_list("created_at desc")
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let page = self
-            .deps
-            .sessions
+            .store
             .search(&SearchQuery {
-                scope: self.scope(),
+                scope: self.scope.clone(),
                 filter: Filter::default(),
                 order_by,
                 offset: 0,

@@ -74,12 +74,26 @@ fn quotable(s: &str) -> bool {
 }
 
 fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
+    // A sentence found in several documents (a chapter and an all-in-one print page, say) is
+    // credited to the most specific one: the shortest.
+    let mut home: HashMap<String, usize> = HashMap::new();
+    for (d, doc) in docs.iter().enumerate() {
+        for block in &doc.blocks {
+            for s in sentences(&block.text) {
+                let e = home.entry(s.to_lowercase()).or_insert(d);
+                if docs[*e].words > doc.words {
+                    *e = d;
+                }
+            }
+        }
+    }
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for (d, doc) in docs.iter().enumerate() {
         for block in &doc.blocks {
             for s in sentences(&block.text) {
-                if !quotable(&s) || !seen.insert(s.to_lowercase()) {
+                let key = s.to_lowercase();
+                if !quotable(&s) || home.get(&key) != Some(&d) || !seen.insert(key) {
                     continue;
                 }
                 let terms = terms(&s);
@@ -190,6 +204,9 @@ pub fn draft_sections(
                     return 0.0;
                 }
                 let r = on_topic + 0.5 * bm25.score(c, &cue_terms);
+                // Short exclamations and asides say little; full statements are preferred.
+                let fullness = (c.terms.len() as f64 / 8.0).min(1.0);
+                let r = r * fullness;
                 if c.dangling { r * 0.5 } else { r }
             })
             .collect();

@@ -1,0 +1,619 @@
+//! `fathom research`, `resume`, `sessions` and `index`: research runs driven in this process,
+//! with the plan shown at the gate and the report written to a file.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use fathom_engine::store::{
+    CollectionScope, CollectionStore, Filter, RunStatus, RunStore, SearchQuery,
+};
+use fathom_engine::{EngineConfig, Envelope, new_id};
+use fathom_research::{
+    ApproveEvent, Corpus, Plan, Research, ResearchConfig, ResearchDeps, ResearchResult, Sessions,
+    check_start,
+};
+use fathom_store::SqlStore;
+use serde_json::{Value, json};
+
+pub struct Context {
+    pub database_url: String,
+    pub config: Option<PathBuf>,
+    pub index_dir: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct ResearchArgs {
+    /// The question to research.
+    question: String,
+    /// Folder of HTML, Markdown and text files to research in.
+    #[arg(long)]
+    corpus: PathBuf,
+    /// Approve the plan without asking.
+    #[arg(long, short)]
+    yes: bool,
+    /// Print the event stream as JSON lines on stdout.
+    #[arg(long)]
+    events: bool,
+    /// Settings as a JSON object, e.g. '{"max_sources": 4}'.
+    #[arg(long)]
+    settings: Option<String>,
+    /// One setting, e.g. --set max_sources=4 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Where to write the report (default: .fathom/reports/<session>.md).
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct ResumeArgs {
+    /// The session id `fathom research` printed.
+    id: String,
+    /// Corpus folder, if not the one the session started with.
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Approve a waiting plan without asking.
+    #[arg(long, short, conflicts_with = "reject")]
+    yes: bool,
+    /// Reject a waiting plan with this feedback, which re-plans.
+    #[arg(long)]
+    reject: Option<String>,
+    #[arg(long)]
+    events: bool,
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+}
+
+/// Where the CLI remembers which corpus and report path a session uses, for `resume`.
+fn cli_scope() -> CollectionScope {
+    CollectionScope {
+        deployment_name: "_fathom".into(),
+        collection: "cli-sessions".into(),
+    }
+}
+
+fn load_config(ctx: &Context) -> anyhow::Result<ResearchConfig> {
+    let default = Path::new("configs/config.json");
+    let path = ctx
+        .config
+        .as_deref()
+        .or_else(|| default.is_file().then_some(default));
+    Ok(ResearchConfig::load(path)?)
+}
+
+fn parse_settings(json_text: Option<&str>, pairs: &[String]) -> anyhow::Result<Option<Value>> {
+    let mut obj = match json_text {
+        None => serde_json::Map::new(),
+        Some(t) => match serde_json::from_str::<Value>(t) {
+            Ok(Value::Object(o)) => o,
+            Ok(other) => bail!("--settings must be a JSON object, not {other}"),
+            Err(e) => bail!("--settings is not valid JSON: {e}"),
+        },
+    };
+    for pair in pairs {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--set expects KEY=VALUE, got '{pair}'"))?;
+        let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+        obj.insert(k.trim().to_string(), value);
+    }
+    Ok((!obj.is_empty()).then_some(Value::Object(obj)))
+}
+
+struct Opened {
+    research: Research,
+    store: Arc<SqlStore>,
+}
+
+async fn connect(ctx: &Context) -> anyhow::Result<Arc<SqlStore>> {
+    let store = SqlStore::connect(&ctx.database_url)
+        .await
+        .with_context(|| format!("cannot open database {}", shown_db(&ctx.database_url)))?;
+    Ok(Arc::new(store))
+}
+
+/// The database named for a person, without a password.
+fn shown_db(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://…{}", &url[..s], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
+async fn open_corpus(ctx: &Context, dir: &Path, quiet: bool) -> anyhow::Result<Arc<Corpus>> {
+    let corpus = Corpus::open(dir, &ctx.index_dir).await?;
+    let tty = std::io::stderr().is_terminal();
+    let progress = move |done: usize, total: usize| {
+        if quiet || total < 20 {
+            return;
+        }
+        if tty {
+            eprint!("\rindexing {done}/{total} files");
+            if done == total {
+                eprintln!();
+            }
+        } else if done == total || done % 100 == 0 {
+            eprintln!("indexing {done}/{total} files");
+        }
+    };
+    let report = corpus.refresh(&progress).await?;
+    if !quiet {
+        eprintln!(
+            "corpus: {} documents ({} new, {} changed, {} removed) in {} ms{}",
+            report.indexed,
+            report.added,
+            report.updated,
+            report.removed,
+            report.elapsed_ms,
+            if report.skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; {} files skipped", report.skipped.len())
+            }
+        );
+        for (path, why) in report.skipped.iter().take(5) {
+            eprintln!("  skipped {path}: {why}");
+        }
+    }
+    Ok(Arc::new(corpus))
+}
+
+fn build(
+    config: ResearchConfig,
+    store: Arc<SqlStore>,
+    corpus: Arc<Corpus>,
+    run_id: &str,
+) -> Opened {
+    let deps = ResearchDeps {
+        config,
+        search: corpus.clone(),
+        fetcher: corpus,
+        sessions: store.clone(),
+        artifacts: store.clone(),
+    };
+    // One owner id per session: a resumed session takes its run back from a dead process at
+    // once instead of waiting for the lease to expire.
+    let engine_config = EngineConfig {
+        owner: format!("cli-{run_id}"),
+        ..Default::default()
+    };
+    Opened {
+        research: Research::new(store.clone(), engine_config, deps),
+        store,
+    }
+}
+
+pub async fn research(ctx: &Context, args: ResearchArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(ctx)?;
+    let settings = parse_settings(args.settings.as_deref(), &args.set)?;
+    // Checked before anything is opened or stored.
+    let start = check_start(&config, &args.question, settings)?;
+    let store = connect(ctx).await?;
+    let corpus = open_corpus(ctx, &args.corpus, args.events).await?;
+    let run_id = new_id();
+    let opened = build(config, store.clone(), corpus.clone(), &run_id);
+    let run = opened
+        .research
+        .engine
+        .start(
+            fathom_research::DEEP_RESEARCH,
+            serde_json::to_value(&start)?,
+            fathom_engine::StartOptions {
+                run_id: Some(run_id.clone()),
+                timeout: None,
+            },
+        )
+        .await?;
+    remember(&store, &run.id, corpus.root(), args.output.as_deref()).await?;
+    say(args.events, &format!("session {}", run.id));
+    if args.yes {
+        // Sent now, kept in the run's mailbox until the gate: the plan is approved as drafted.
+        opened
+            .research
+            .decide(&run.id, ApproveEvent { approved: true, ..Default::default() }, Some("cli-yes".into()))
+            .await?;
+    }
+    drive(&opened, &run.id, args.yes, args.events, output_path(args.output, &run.id)).await
+}
+
+pub async fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(ctx)?;
+    let store = connect(ctx).await?;
+    let run = store
+        .get_run(&args.id)
+        .await?
+        .ok_or_else(|| anyhow!("no research session '{}'", args.id))?;
+    if run.workflow != fathom_research::DEEP_RESEARCH {
+        bail!("'{}' is a {} run, not a research session", args.id, run.workflow);
+    }
+    let remembered = recall(&store, &args.id).await?;
+    let corpus_dir = args
+        .corpus
+        .clone()
+        .or_else(|| remembered.get("corpus").and_then(Value::as_str).map(PathBuf::from))
+        .ok_or_else(|| anyhow!("session '{}' has no recorded corpus; pass --corpus DIR", args.id))?;
+    let output = args.output.clone().or_else(|| {
+        remembered
+            .get("output")
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+    });
+    let corpus = open_corpus(ctx, &corpus_dir, args.events).await?;
+    let opened = build(config, store.clone(), corpus, &args.id);
+    if run.status == RunStatus::Waiting {
+        if args.yes {
+            let d = ApproveEvent { approved: true, ..Default::default() };
+            opened.research.decide(&args.id, d, None).await?;
+        } else if let Some(feedback) = args.reject.clone() {
+            let d = ApproveEvent { approved: false, feedback: Some(feedback), ..Default::default() };
+            opened.research.decide(&args.id, d, None).await?;
+        }
+    }
+    say(args.events, &format!("session {}", args.id));
+    drive(&opened, &args.id, false, args.events, output_path(output, &args.id)).await
+}
+
+fn output_path(given: Option<PathBuf>, id: &str) -> PathBuf {
+    given.unwrap_or_else(|| PathBuf::from(format!(".fathom/reports/{id}.md")))
+}
+
+/// A line for a person: stdout normally, stderr when stdout carries the event stream.
+fn say(events: bool, line: &str) {
+    if events {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+    }
+}
+
+async fn remember(
+    store: &SqlStore,
+    id: &str,
+    corpus: &Path,
+    output: Option<&Path>,
+) -> anyhow::Result<()> {
+    let output = output.map(|p| {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    });
+    store
+        .replace_where(
+            &cli_scope(),
+            &Filter::data_eq("research_id", id),
+            vec![json!({"research_id": id, "corpus": corpus.display().to_string(), "output": output})],
+        )
+        .await?;
+    Ok(())
+}
+
+async fn recall(store: &SqlStore, id: &str) -> anyhow::Result<Value> {
+    let page = store
+        .search(&SearchQuery {
+            scope: cli_scope(),
+            filter: Filter::data_eq("research_id", id),
+            order_by: Vec::new(),
+            offset: 0,
+            page_size: 1,
+            include_total: false,
+        })
+        .await?;
+    Ok(page.items.into_iter().next().map(|i| i.data).unwrap_or(Value::Null))
+}
+
+/// Drives the run here until it completes, fails, or waits for a decision nobody can give.
+async fn drive(
+    opened: &Opened,
+    id: &str,
+    auto_approve: bool,
+    events: bool,
+    output: PathBuf,
+) -> anyhow::Result<ExitCode> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let follower = tokio::spawn(follow(opened.store.clone(), id.to_string(), events, stop.clone()));
+    let interactive = std::io::stdin().is_terminal() && !events;
+    let outcome: anyhow::Result<(ExitCode, Option<String>)> = async {
+        // Bounded by the decisions a person makes; each pass drives the run to its next stop.
+        loop {
+            let status = opened.research.engine.drive_run(id).await?;
+            match status {
+                RunStatus::Waiting => {
+                    let decision = if auto_approve {
+                        Some(ApproveEvent { approved: true, ..Default::default() })
+                    } else if interactive {
+                        ask(&opened.research, id).await?
+                    } else {
+                        None
+                    };
+                    match decision {
+                        Some(d) => {
+                            opened.research.decide(id, d, None).await?;
+                        }
+                        None => {
+                            let plan = current_plan(&opened.research, id).await?;
+                            eprint!("{}", render_plan(&plan));
+                            let line = format!("waiting for approval: fathom resume {id} --yes (or --reject \"feedback\")");
+                            return Ok((ExitCode::SUCCESS, Some(line)));
+                        }
+                    }
+                }
+                RunStatus::Completed => {
+                    let run = opened.store.get_run(id).await?.ok_or_else(|| anyhow!("run vanished"))?;
+                    let result: ResearchResult = run
+                        .result
+                        .as_ref()
+                        .ok_or_else(|| anyhow!("completed run has no result"))?
+                        .decode()?;
+                    write_report(&output, &result.report_markdown)?;
+                    let line = format!(
+                        "report {} ({} sources cited)",
+                        output.display(),
+                        result.sources.len()
+                    );
+                    return Ok((ExitCode::SUCCESS, Some(line)));
+                }
+                RunStatus::Failed | RunStatus::Cancelled => {
+                    let run = opened.store.get_run(id).await?;
+                    let why = run.and_then(|r| r.error).unwrap_or_else(|| status.as_str().to_string());
+                    eprintln!("fathom: research {id} {}: {why}", status.as_str());
+                    return Ok((ExitCode::FAILURE, None));
+                }
+                RunStatus::Running => {
+                    // Leased by another live process; check again shortly.
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    let _ = follower.await;
+    let (code, line) = outcome?;
+    if let Some(line) = line {
+        say(events, &line);
+    }
+    Ok(code)
+}
+
+fn write_report(path: &Path, markdown: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(path, markdown).with_context(|| format!("cannot write report {}", path.display()))
+}
+
+/// Prints new stream events until stopped, then drains what is left.
+async fn follow(store: Arc<SqlStore>, id: String, events: bool, stop: Arc<AtomicBool>) {
+    let mut after = -1;
+    loop {
+        let done = stop.load(Ordering::SeqCst);
+        match store.events_after(&id, after, 500).await {
+            Ok(batch) => {
+                for e in &batch {
+                    after = e.seq;
+                    show_event(&e.envelope, events);
+                }
+                if !batch.is_empty() {
+                    continue;
+                }
+            }
+            Err(e) => eprintln!("fathom: cannot read events: {e}"),
+        }
+        if done {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn show_event(env: &Envelope, events: bool) {
+    if events {
+        if let Ok(line) = serde_json::to_string(env) {
+            println!("{line}");
+        }
+        return;
+    }
+    if env.event_type != "ToolCallResult" {
+        return;
+    }
+    let v = &env.value;
+    let tool = v["tool_name"].as_str().unwrap_or("");
+    let out = &v["tool_output"];
+    let text = out["blocks"][0]["text"].as_str().unwrap_or("");
+    if out["is_error"].as_bool() == Some(true) {
+        eprintln!("  {tool} failed: {text}");
+        return;
+    }
+    match tool {
+        "web_search" => eprintln!(
+            "  searched \"{}\": {} results",
+            v["tool_kwargs"]["query"].as_str().unwrap_or(""),
+            out["raw_output"]["hits"].as_array().map_or(0, Vec::len)
+        ),
+        "parse_content" => eprintln!("  read \"{}\"", out["raw_output"]["title"].as_str().unwrap_or("")),
+        "update_report" => eprintln!("  wrote {}", text.trim_start_matches("Updated ")),
+        _ => {}
+    }
+}
+
+async fn current_plan(research: &Research, id: &str) -> anyhow::Result<Plan> {
+    let session = research.sessions().get(id).await?;
+    Ok(serde_json::from_value(session["plan"].clone())?)
+}
+
+fn render_plan(plan: &Plan) -> String {
+    let mut s = format!("\nPlan for: {}\n\nSearch queries:\n", plan.question);
+    for q in &plan.queries {
+        s.push_str(&format!("  - {q}\n"));
+    }
+    s.push_str("Report outline:\n");
+    for (i, o) in plan.outline.iter().enumerate() {
+        s.push_str(&format!("  {}. {o}\n", i + 1));
+    }
+    if !plan.clarifying_questions.is_empty() {
+        s.push_str("The question is vague; answering these would help:\n");
+        for q in &plan.clarifying_questions {
+            s.push_str(&format!("  ? {q}\n"));
+        }
+    }
+    s.push('\n');
+    s
+}
+
+fn prompt(text: &str) -> anyhow::Result<Option<String>> {
+    eprint!("{text}");
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    let n = std::io::stdin().lock().read_line(&mut line)?;
+    Ok((n > 0).then(|| line.trim().to_string()))
+}
+
+/// Shows the plan and asks for a decision; None leaves the session waiting.
+async fn ask(research: &Research, id: &str) -> anyhow::Result<Option<ApproveEvent>> {
+    let plan = current_plan(research, id).await?;
+    eprint!("{}", render_plan(&plan));
+    for _ in 0..20 {
+        let Some(choice) = prompt("[a]pprove, [e]dit, [r]eject with feedback, [q]uit and decide later: ")? else {
+            return Ok(None);
+        };
+        match choice.to_lowercase().as_str() {
+            "a" | "approve" | "y" | "yes" => {
+                return Ok(Some(ApproveEvent { approved: true, ..Default::default() }));
+            }
+            "e" | "edit" => match edit_plan(&plan) {
+                Ok(edited) => {
+                    return Ok(Some(ApproveEvent { approved: true, plan: Some(edited), ..Default::default() }));
+                }
+                Err(e) => eprintln!("fathom: {e:#}"),
+            },
+            "r" | "reject" => {
+                let feedback = prompt("Feedback for the next plan: ")?.filter(|s| !s.is_empty());
+                let mut answers = Vec::new();
+                for q in &plan.clarifying_questions {
+                    if let Some(a) = prompt(&format!("{q} "))?.filter(|s| !s.is_empty()) {
+                        answers.push(a);
+                    }
+                }
+                return Ok(Some(ApproveEvent {
+                    approved: false,
+                    feedback,
+                    answers: Some(answers),
+                    plan: None,
+                }));
+            }
+            "q" | "quit" => return Ok(None),
+            _ => eprintln!("please answer a, e, r or q"),
+        }
+    }
+    Ok(None)
+}
+
+/// Opens the plan in $EDITOR as two lists and reads it back.
+fn edit_plan(plan: &Plan) -> anyhow::Result<Plan> {
+    let mut text = String::from(
+        "# Edit the plan, save and close. Lines starting with '- ' are entries; '#' lines are ignored.\nQueries:\n",
+    );
+    for q in &plan.queries {
+        text.push_str(&format!("- {q}\n"));
+    }
+    text.push_str("Outline:\n");
+    for o in &plan.outline {
+        text.push_str(&format!("- {o}\n"));
+    }
+    let file = std::env::temp_dir().join(format!("fathom-plan-{}.txt", new_id()));
+    std::fs::write(&file, text)?;
+    let editor = std::env::var("VISUAL")
+        .or_else(|_| std::env::var("EDITOR"))
+        .unwrap_or_else(|_| "vi".into());
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(&file)
+        .status()
+        .with_context(|| format!("cannot start editor '{editor}'"))?;
+    let edited = std::fs::read_to_string(&file);
+    let _ = std::fs::remove_file(&file);
+    if !status.success() {
+        bail!("editor '{editor}' exited with {status}");
+    }
+    let mut out = Plan {
+        question: plan.question.clone(),
+        ..Default::default()
+    };
+    let mut section = "";
+    for line in edited?.lines().map(str::trim) {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        if line.eq_ignore_ascii_case("queries:") || line.eq_ignore_ascii_case("outline:") {
+            section = if line.to_lowercase().starts_with('q') { "q" } else { "o" };
+        } else if let Some(item) = line.strip_prefix("- ") {
+            match section {
+                "q" => out.queries.push(item.trim().to_string()),
+                "o" => out.outline.push(item.trim().to_string()),
+                _ => {}
+            }
+        }
+    }
+    out.validate().map_err(|e| anyhow!("edited plan: {e}"))?;
+    Ok(out)
+}
+
+pub async fn sessions_list(ctx: &Context, limit: i64) -> anyhow::Result<()> {
+    let config = load_config(ctx)?;
+    let store = connect(ctx).await?;
+    let sessions = Sessions::new(store, &config).list(limit).await?;
+    if sessions.is_empty() {
+        eprintln!("no research sessions yet");
+    }
+    for s in sessions {
+        println!(
+            "{}  {:<17} {}",
+            s["research_id"].as_str().unwrap_or("?"),
+            s["status"].as_str().unwrap_or("?"),
+            s["query"].as_str().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+pub async fn sessions_show(ctx: &Context, id: &str) -> anyhow::Result<()> {
+    let config = load_config(ctx)?;
+    let store = connect(ctx).await?;
+    let s = Sessions::new(store, &config).get(id).await?;
+    println!("session   {id}");
+    println!("question  {}", s["query"].as_str().unwrap_or(""));
+    println!("status    {}", s["status"].as_str().unwrap_or(""));
+    if let Ok(plan) = serde_json::from_value::<Plan>(s["plan"].clone()) {
+        print!("{}", render_plan(&plan));
+    }
+    if let Some(sources) = s["sources"].as_array() {
+        println!("sources:");
+        for src in sources {
+            println!(
+                "  [{}] {} {}",
+                src["status"].as_str().unwrap_or(""),
+                src["title"].as_str().unwrap_or(""),
+                src["url"].as_str().unwrap_or("")
+            );
+        }
+    }
+    if let Some(md) = s["report_markdown"].as_str().filter(|m| !m.is_empty()) {
+        println!("\n{md}");
+    }
+    Ok(())
+}
+
+pub async fn index(ctx: &Context, dir: &Path) -> anyhow::Result<()> {
+    let corpus = open_corpus(ctx, dir, false).await?;
+    println!("index {}", corpus.index_path().display());
+    Ok(())
+}
