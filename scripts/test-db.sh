@@ -28,6 +28,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 DIR=${FATHOM_PG_DIR:-$(mktemp -d /tmp/fathom-pg.XXXXXX)}
+mkdir -p "$DIR"
 chmod 755 "$DIR"
 [ "${#RUN_AS[@]}" -gt 0 ] && chown postgres "$DIR"
 

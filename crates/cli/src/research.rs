@@ -137,7 +137,7 @@ async fn open_corpus(ctx: &Context, dir: &Path, quiet: bool) -> anyhow::Result<A
             if done == total {
                 eprintln!();
             }
-        } else if done == total || done % 100 == 0 {
+        } else if done == total || done.is_multiple_of(100) {
             eprintln!("indexing {done}/{total} files");
         }
     };
@@ -215,10 +215,24 @@ pub async fn research(ctx: &Context, args: ResearchArgs) -> anyhow::Result<ExitC
         // Sent now, kept in the run's mailbox until the gate: the plan is approved as drafted.
         opened
             .research
-            .decide(&run.id, ApproveEvent { approved: true, ..Default::default() }, Some("cli-yes".into()))
+            .decide(
+                &run.id,
+                ApproveEvent {
+                    approved: true,
+                    ..Default::default()
+                },
+                Some("cli-yes".into()),
+            )
             .await?;
     }
-    drive(&opened, &run.id, args.yes, args.events, output_path(args.output, &run.id)).await
+    drive(
+        &opened,
+        &run.id,
+        args.yes,
+        args.events,
+        output_path(args.output, &run.id),
+    )
+    .await
 }
 
 pub async fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<ExitCode> {
@@ -229,14 +243,28 @@ pub async fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<ExitCode>
         .await?
         .ok_or_else(|| anyhow!("no research session '{}'", args.id))?;
     if run.workflow != fathom_research::DEEP_RESEARCH {
-        bail!("'{}' is a {} run, not a research session", args.id, run.workflow);
+        bail!(
+            "'{}' is a {} run, not a research session",
+            args.id,
+            run.workflow
+        );
     }
     let remembered = recall(&store, &args.id).await?;
     let corpus_dir = args
         .corpus
         .clone()
-        .or_else(|| remembered.get("corpus").and_then(Value::as_str).map(PathBuf::from))
-        .ok_or_else(|| anyhow!("session '{}' has no recorded corpus; pass --corpus DIR", args.id))?;
+        .or_else(|| {
+            remembered
+                .get("corpus")
+                .and_then(Value::as_str)
+                .map(PathBuf::from)
+        })
+        .ok_or_else(|| {
+            anyhow!(
+                "session '{}' has no recorded corpus; pass --corpus DIR",
+                args.id
+            )
+        })?;
     let output = args.output.clone().or_else(|| {
         remembered
             .get("output")
@@ -247,15 +275,29 @@ pub async fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<ExitCode>
     let opened = build(config, store.clone(), corpus, &args.id);
     if run.status == RunStatus::Waiting {
         if args.yes {
-            let d = ApproveEvent { approved: true, ..Default::default() };
+            let d = ApproveEvent {
+                approved: true,
+                ..Default::default()
+            };
             opened.research.decide(&args.id, d, None).await?;
         } else if let Some(feedback) = args.reject.clone() {
-            let d = ApproveEvent { approved: false, feedback: Some(feedback), ..Default::default() };
+            let d = ApproveEvent {
+                approved: false,
+                feedback: Some(feedback),
+                ..Default::default()
+            };
             opened.research.decide(&args.id, d, None).await?;
         }
     }
     say(args.events, &format!("session {}", args.id));
-    drive(&opened, &args.id, false, args.events, output_path(output, &args.id)).await
+    drive(
+        &opened,
+        &args.id,
+        false,
+        args.events,
+        output_path(output, &args.id),
+    )
+    .await
 }
 
 fn output_path(given: Option<PathBuf>, id: &str) -> PathBuf {
@@ -305,7 +347,12 @@ async fn recall(store: &SqlStore, id: &str) -> anyhow::Result<Value> {
             include_total: false,
         })
         .await?;
-    Ok(page.items.into_iter().next().map(|i| i.data).unwrap_or(Value::Null))
+    Ok(page
+        .items
+        .into_iter()
+        .next()
+        .map(|i| i.data)
+        .unwrap_or(Value::Null))
 }
 
 /// Drives the run here until it completes, fails, or waits for a decision nobody can give.
@@ -317,7 +364,12 @@ async fn drive(
     output: PathBuf,
 ) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
-    let follower = tokio::spawn(follow(opened.store.clone(), id.to_string(), events, stop.clone()));
+    let follower = tokio::spawn(follow(
+        opened.store.clone(),
+        id.to_string(),
+        events,
+        stop.clone(),
+    ));
     let interactive = std::io::stdin().is_terminal() && !events;
     let outcome: anyhow::Result<(ExitCode, Option<String>)> = async {
         // Bounded by the decisions a person makes; each pass drives the run to its next stop.
@@ -386,7 +438,8 @@ fn write_report(path: &Path, markdown: &str) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    std::fs::write(path, markdown).with_context(|| format!("cannot write report {}", path.display()))
+    std::fs::write(path, markdown)
+        .with_context(|| format!("cannot write report {}", path.display()))
 }
 
 /// Prints new stream events until stopped, then drains what is left.
@@ -437,7 +490,10 @@ fn show_event(env: &Envelope, events: bool) {
             v["tool_kwargs"]["query"].as_str().unwrap_or(""),
             out["raw_output"]["hits"].as_array().map_or(0, Vec::len)
         ),
-        "parse_content" => eprintln!("  read \"{}\"", out["raw_output"]["title"].as_str().unwrap_or("")),
+        "parse_content" => eprintln!(
+            "  read \"{}\"",
+            out["raw_output"]["title"].as_str().unwrap_or("")
+        ),
         "update_report" => eprintln!("  wrote {}", text.trim_start_matches("Updated ")),
         _ => {}
     }
@@ -480,16 +536,25 @@ async fn ask(research: &Research, id: &str) -> anyhow::Result<Option<ApproveEven
     let plan = current_plan(research, id).await?;
     eprint!("{}", render_plan(&plan));
     for _ in 0..20 {
-        let Some(choice) = prompt("[a]pprove, [e]dit, [r]eject with feedback, [q]uit and decide later: ")? else {
+        let Some(choice) =
+            prompt("[a]pprove, [e]dit, [r]eject with feedback, [q]uit and decide later: ")?
+        else {
             return Ok(None);
         };
         match choice.to_lowercase().as_str() {
             "a" | "approve" | "y" | "yes" => {
-                return Ok(Some(ApproveEvent { approved: true, ..Default::default() }));
+                return Ok(Some(ApproveEvent {
+                    approved: true,
+                    ..Default::default()
+                }));
             }
             "e" | "edit" => match edit_plan(&plan) {
                 Ok(edited) => {
-                    return Ok(Some(ApproveEvent { approved: true, plan: Some(edited), ..Default::default() }));
+                    return Ok(Some(ApproveEvent {
+                        approved: true,
+                        plan: Some(edited),
+                        ..Default::default()
+                    }));
                 }
                 Err(e) => eprintln!("fathom: {e:#}"),
             },
@@ -554,7 +619,11 @@ fn edit_plan(plan: &Plan) -> anyhow::Result<Plan> {
             continue;
         }
         if line.eq_ignore_ascii_case("queries:") || line.eq_ignore_ascii_case("outline:") {
-            section = if line.to_lowercase().starts_with('q') { "q" } else { "o" };
+            section = if line.to_lowercase().starts_with('q') {
+                "q"
+            } else {
+                "o"
+            };
         } else if let Some(item) = line.strip_prefix("- ") {
             match section {
                 "q" => out.queries.push(item.trim().to_string()),

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use fathom_engine::store::{
-    CollectionScope, CollectionStore, DeliverOutcome, Filter, OrderBy, RunRecord, RunStore, SearchQuery, StoreError,
+    CollectionScope, CollectionStore, DeliverOutcome, Filter, OrderBy, RunRecord, RunStore,
+    SearchQuery, StoreError,
 };
 use fathom_engine::{Engine, EngineConfig, EngineError, StartOptions};
 use serde_json::Value;

@@ -1,0 +1,397 @@
+//! `fathom research` end to end, as a person runs it: real processes, a real corpus folder,
+//! SQLite and Postgres, SIGKILLs at known points inside steps.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use fathom_engine::store::RunStore;
+use fathom_store::{Dialect, SqlStore};
+
+const QUESTION: &str = "How does ownership work in Rust?";
+
+/// A small corpus on the language topics the question touches, in the three formats.
+fn write_corpus(dir: &Path) {
+    let topics = [
+        (
+            "ownership",
+            "Ownership is a set of rules that govern how a program manages memory. Each value has exactly one owner at a time. When the owner goes out of scope, the value is dropped and its memory is returned. Moving a value transfers ownership to the new variable, and the old variable can no longer be used.",
+        ),
+        (
+            "borrowing",
+            "A reference lets code use a value without taking ownership of it. Borrowing rules allow many immutable references or exactly one mutable reference at a time. The borrow checker enforces these rules at compile time, so data races cannot compile. A reference must never outlive the value it points to.",
+        ),
+        (
+            "lifetimes",
+            "Lifetimes describe how long references stay valid. The compiler infers most lifetimes with elision rules. Explicit lifetime annotations relate the lifetimes of several references to each other. A dangling reference is rejected because its lifetime is shorter than the reference that uses it.",
+        ),
+        (
+            "smart-pointers",
+            "Smart pointers own the data they point to and add behaviour on top of references. Box stores a value on the heap with a single owner. Reference counting with Rc enables multiple ownership of one value in single-threaded code. When the last owner is dropped, the value is cleaned up.",
+        ),
+        (
+            "threads",
+            "Threads let a program run code in parallel. A closure moved into a thread takes ownership of the values it captures. Channels transfer ownership of messages from one thread to another. Mutex and Arc share state safely because ownership rules still apply across threads.",
+        ),
+        (
+            "drop",
+            "The Drop trait runs code when a value goes out of scope. Rust calls drop automatically, so resources are released exactly once. Double free errors cannot happen because only the owner frees memory. A value can be dropped early by passing it to the drop function.",
+        ),
+        (
+            "strings",
+            "A String owns a heap buffer that holds its text. Assigning a String to another variable moves ownership instead of copying the buffer. Cloning makes a deep copy when two owners are really needed. String slices borrow part of a String without owning it.",
+        ),
+        (
+            "copy",
+            "Types that implement Copy are duplicated instead of moved. Integers, booleans and characters are Copy because they live entirely on the stack. A type that owns heap memory cannot be Copy. Copy types keep their original variable usable after assignment.",
+        ),
+    ];
+    for (i, (name, text)) in topics.iter().enumerate() {
+        let paras: Vec<String> = (0..3)
+            .map(|k| format!("{text} This is note {k} on {name} ownership in Rust programs."))
+            .collect();
+        match i % 3 {
+            0 => std::fs::write(
+                dir.join(format!("{name}.md")),
+                format!("# The {name} chapter\n\n{}\n", paras.join("\n\n")),
+            ),
+            1 => std::fs::write(
+                dir.join(format!("{name}.html")),
+                format!(
+                    "<html><head><title>The {name} chapter</title></head><body><nav>Home Next</nav><main><h1>The {name} chapter</h1>{}</main></body></html>",
+                    paras.iter().map(|p| format!("<p>{p}</p>")).collect::<String>()
+                ),
+            ),
+            _ => std::fs::write(
+                dir.join(format!("{name}.txt")),
+                format!("The {name} chapter\n\n{}\n", paras.join("\n\n")),
+            ),
+        }
+        .expect("write corpus file");
+    }
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    work: PathBuf,
+    corpus: PathBuf,
+    db: String,
+}
+
+async fn env(dialect: Dialect) -> (Env, Option<tempfile::TempDir>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    let corpus = tmp.path().join("corpus");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&corpus).unwrap();
+    write_corpus(&corpus);
+    let (db, keep) = fathom_store::testing::fresh_url(dialect).await;
+    (
+        Env {
+            _tmp: tmp,
+            work,
+            corpus,
+            db,
+        },
+        keep,
+    )
+}
+
+impl Env {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_fathom"));
+        c.current_dir(&self.work)
+            .env_remove("DATABASE_URL")
+            .env_remove("FATHOM_CRASH_AT")
+            .env_remove("FATHOM_CONFIG")
+            .arg("--database-url")
+            .arg(&self.db)
+            .args(args)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run fathom")
+    }
+
+    fn research_args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut a = vec![
+            "research",
+            QUESTION,
+            "--corpus",
+            self.corpus.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        a
+    }
+
+    /// Starts fathom with a crash point; returns the session id once the process halted
+    /// there, after killing it with SIGKILL.
+    fn run_until_crash(&self, args: &[&str], crash_at: &str) -> String {
+        let mut child = self
+            .cmd(args)
+            .env("FATHOM_CRASH_AT", crash_at)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn fathom");
+        let (tx, rx) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        let tx2 = tx.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx2.send(l);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut session = None;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("no crash point {crash_at} within 120 s; output: {seen:#?}")
+            });
+            if let Some(id) = line.strip_prefix("session ") {
+                session = Some(id.trim().to_string());
+            }
+            if line.contains("crash point") {
+                break;
+            }
+            seen.push(line);
+        }
+        child.kill().expect("SIGKILL fathom");
+        child.wait().unwrap();
+        session.expect("session id printed before the crash point")
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "fathom failed: {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn session_of(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .expect("session line")
+        .trim()
+        .to_string()
+}
+
+fn report_path(work: &Path, stdout: &str) -> PathBuf {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("report "))
+        .expect("report line");
+    work.join(line.split(" (").next().unwrap())
+}
+
+/// Names of the tools whose results are committed to the run's stream.
+async fn streamed_tools(db: &str, id: &str) -> Vec<String> {
+    let store = SqlStore::connect(db).await.unwrap();
+    store
+        .events_after(id, -1, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.envelope.event_type == "ToolCallResult")
+        .filter_map(|e| e.envelope.value["tool_name"].as_str().map(str::to_string))
+        .collect()
+}
+
+async fn killed_twice_then_resumed(dialect: Dialect) {
+    let (env, _keep) = env(dialect).await;
+    let settings = ["--yes", "--set", "max_report_update_size=400"];
+
+    // The reference: the same research, uninterrupted.
+    let out = ok(&env.run(&env.research_args(&[&settings[..], &["-o", "reference.md"]].concat())));
+    let reference = std::fs::read_to_string(report_path(&env.work, &out)).unwrap();
+    assert!(reference.contains("## Sources"), "{reference}");
+    assert!(
+        reference.contains("[3]"),
+        "several sources cited: {reference}"
+    );
+
+    let args = env.research_args(&[&settings[..], &["-o", "crashed.md"]].concat());
+    let id = env.run_until_crash(&args, "fetch_parse_sources:3");
+    let tools = streamed_tools(&env.db, &id).await;
+    assert!(tools.contains(&"web_search".to_string()), "{tools:?}");
+    assert!(
+        !tools.contains(&"fetch_url".to_string()),
+        "killed inside fetch_parse_sources: {tools:?}"
+    );
+
+    let id2 = env.run_until_crash(&["resume", &id], "synthesize_and_patch:2");
+    assert_eq!(id2, id);
+    let tools = streamed_tools(&env.db, &id).await;
+    assert!(tools.contains(&"parse_content".to_string()), "{tools:?}");
+    assert!(
+        !tools.contains(&"update_report".to_string()),
+        "killed inside synthesize_and_patch: {tools:?}"
+    );
+
+    let out = ok(&env.run(&["resume", &id]));
+    let path = report_path(&env.work, &out);
+    assert!(path.ends_with("crashed.md"), "{path:?}");
+    let report = std::fs::read_to_string(path).unwrap();
+    assert_eq!(
+        report, reference,
+        "a resumed run writes exactly the report of an uninterrupted one"
+    );
+
+    // Each tool call is on the stream once: nothing was committed twice.
+    let tools = streamed_tools(&env.db, &id).await;
+    let searches = tools.iter().filter(|t| *t == "web_search").count();
+    let fetches = tools.iter().filter(|t| *t == "fetch_url").count();
+    let parses = tools.iter().filter(|t| *t == "parse_content").count();
+    assert!(searches >= 3 && fetches >= 3, "{tools:?}");
+    assert_eq!(fetches, parses, "{tools:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_twice_then_resumed_sqlite() {
+    killed_twice_then_resumed(Dialect::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_twice_then_resumed_postgres() {
+    killed_twice_then_resumed(Dialect::Postgres).await;
+}
+
+async fn gate_survives_restarts(dialect: Dialect) {
+    let (env, _keep) = env(dialect).await;
+    // No terminal and no --yes: the run parks at the gate and the process exits.
+    let out = ok(&env.run(&env.research_args(&[])));
+    let id = session_of(&out);
+    assert!(
+        out.contains(&format!("waiting for approval: fathom resume {id}")),
+        "{out}"
+    );
+    let shown = ok(&env.run(&["sessions", "show", &id]));
+    assert!(shown.contains("status    awaiting_approval"), "{shown}");
+
+    // Rejected with feedback in a new process: a new plan, with the feedback as a section.
+    let out = ok(&env.run(&["resume", &id, "--reject", "focus on lifetimes"]));
+    assert!(out.contains("waiting for approval"), "{out}");
+    let shown = ok(&env.run(&["sessions", "show", &id]));
+    assert!(
+        shown.contains(". Lifetimes"),
+        "re-planned with the feedback: {shown}"
+    );
+
+    // Approved in a third process: the run resumes and completes.
+    let out = ok(&env.run(&["resume", &id, "--yes"]));
+    let report = std::fs::read_to_string(report_path(&env.work, &out)).unwrap();
+    assert!(report.contains("## Lifetimes"), "{report}");
+    let listed = ok(&env.run(&["sessions", "list"]));
+    assert!(listed.contains(&format!("{id}  completed")), "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_survives_restarts_sqlite() {
+    gate_survives_restarts(Dialect::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_survives_restarts_postgres() {
+    gate_survives_restarts(Dialect::Postgres).await;
+}
+
+fn fails_with(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one-line error, got: {err}");
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_one_clear_line_and_loses_nothing() {
+    let (env, _keep) = env(Dialect::Sqlite).await;
+    let out = ok(&env.run(&env.research_args(&["--yes"])));
+    let first = session_of(&out);
+    let c = env.corpus.to_str().unwrap();
+
+    fails_with(
+        &env.run(&["research", "   ", "--corpus", c]),
+        "the question is empty",
+    );
+    fails_with(
+        &env.run(&["research", "q?", "--corpus", "/nonexistent/corpus"]),
+        "does not exist",
+    );
+    let file = env.corpus.join("ownership.md");
+    fails_with(
+        &env.run(&["research", "q?", "--corpus", file.to_str().unwrap()]),
+        "is not a folder",
+    );
+
+    let junk = env.work.join("junk");
+    std::fs::create_dir_all(&junk).unwrap();
+    std::fs::write(junk.join("a.txt"), [0u8, 1, 2, 3, 255, 0]).unwrap();
+    std::fs::write(junk.join("b.md"), "   \n\n").unwrap();
+    std::fs::write(junk.join("c.pngx"), "ignored").unwrap();
+    fails_with(
+        &env.run(&["research", "q?", "--corpus", junk.to_str().unwrap()]),
+        "has no readable HTML, Markdown or text file",
+    );
+
+    // Broken files beside good ones are skipped with a note; the research goes on.
+    std::fs::write(env.corpus.join("broken.html"), [0xffu8, 0xfe, 0, 0, 0x3c]).unwrap();
+    let out = env.run(&env.research_args(&["--yes"]));
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("skipped broken.html: binary content"));
+
+    fails_with(
+        &env.run(&["research", "q?", "--corpus", c, "--set", "max_sources=0"]),
+        "invalid settings: max_sources",
+    );
+    fails_with(
+        &env.run(&["research", "q?", "--corpus", c, "--settings", "{oops"]),
+        "--settings is not valid JSON",
+    );
+    fails_with(
+        &env.run(&["research", "q?", "--corpus", c, "--set", "colour=blue"]),
+        "colour",
+    );
+    fails_with(&env.run(&["resume", "nope"]), "no research session 'nope'");
+    fails_with(
+        &env.run(&["sessions", "show", "nope"]),
+        "no research session 'nope'",
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_fathom"))
+        .current_dir(&env.work)
+        .args([
+            "--database-url",
+            "/proc/forbidden/fathom.db",
+            "research",
+            "q?",
+            "--corpus",
+            c,
+        ])
+        .output()
+        .unwrap();
+    fails_with(&out, "cannot open database /proc/forbidden/fathom.db");
+
+    let listed = ok(&env.run(&["sessions", "list"]));
+    assert!(listed.contains(&format!("{first}  completed")), "{listed}");
+}
