@@ -35,6 +35,9 @@ struct Cli {
         global = true
     )]
     index_dir: PathBuf,
+    /// Print elapsed time and peak memory on stderr when done.
+    #[arg(long, global = true)]
+    stats: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -87,13 +90,31 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    let stats = cli.stats;
+    let started = std::time::Instant::now();
+    let code = match run(cli).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("fathom: {e:#}");
             ExitCode::FAILURE
         }
+    };
+    if stats {
+        eprintln!(
+            "stats: elapsed_ms={} peak_rss_kib={}",
+            started.elapsed().as_millis(),
+            peak_rss_kib().map_or("unknown".to_string(), |k| k.to_string())
+        );
     }
+    code
+}
+
+/// The process's peak resident memory (Linux `VmHWM`).
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
