@@ -2,7 +2,7 @@
 //! from the documents read (BM25 relevance to the question and the section, then maximal
 //! marginal relevance for diversity) and packs them into bounded report changes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::parse::ParsedDoc;
 use crate::report::{Patch, Quote, Report, ReportError};
@@ -53,7 +53,9 @@ struct Candidate {
     text: String,
     doc: usize,
     terms: Vec<String>,
-    tf: HashMap<String, f64>,
+    // Ordered, so float sums come out bit-identical in every process: a resumed run must
+    // choose exactly what an uninterrupted one chose.
+    tf: BTreeMap<String, f64>,
     norm: f64,
     dangling: bool,
 }
@@ -100,7 +102,7 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
                 if terms.is_empty() {
                     continue;
                 }
-                let mut tf = HashMap::new();
+                let mut tf = BTreeMap::new();
                 for t in &terms {
                     *tf.entry(t.clone()).or_insert(0.0) += 1.0;
                 }
@@ -182,6 +184,8 @@ pub fn draft_sections(
     let bm25 = Bm25::new(&cands);
     let q_terms = unique(terms(question));
     let mut used = vec![false; cands.len()];
+    // Every sentence quoted so far, in any section: the report never says a thing twice.
+    let mut quoted: Vec<usize> = Vec::new();
     let mut out = Vec::new();
     for title in outline {
         let title_terms = terms(title);
@@ -218,7 +222,7 @@ pub fn draft_sections(
                 if used[i] || rel[i] <= 0.0 {
                     continue;
                 }
-                let redundancy = chosen
+                let redundancy = quoted
                     .iter()
                     .map(|&j| cosine(c, &cands[j]))
                     .fold(0.0, f64::max);
@@ -233,6 +237,7 @@ pub fn draft_sections(
             let Some((i, _)) = best else { break };
             used[i] = true;
             chosen.push(i);
+            quoted.push(i);
         }
         // Read in document order, so quotes from one source stay in its own sequence.
         chosen.sort();
