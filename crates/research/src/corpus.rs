@@ -213,7 +213,6 @@ impl Corpus {
             .filter(|k| !present.contains(k.as_str()))
             .collect();
 
-        let total = stale.len();
         let parsed = self.parse_all(stale, progress).await;
         let mut tx = self.pool.begin().await.map_err(ie)?;
         for rel in &gone {
@@ -235,7 +234,6 @@ impl Corpus {
             }
         }
         tx.commit().await.map_err(ie)?;
-        debug_assert!(total >= report.added + report.updated);
         report.indexed = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM files")
             .fetch_one(&self.pool)
             .await
