@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
-use fathom_engine::store::{
-    CollectionScope, CollectionStore, Filter, RunStatus, RunStore, SearchQuery,
-};
+use fathom_engine::store::{CollectionScope, RunStatus, RunStore};
 use fathom_engine::{EngineConfig, Envelope, new_id};
 use fathom_research::{
     ApproveEvent, Corpus, Plan, Research, ResearchConfig, ResearchDeps, ResearchResult, Sessions,
@@ -314,8 +312,12 @@ fn say(events: bool, line: &str) {
     }
 }
 
+fn cli_records(store: &Arc<SqlStore>) -> Sessions {
+    Sessions::in_scope(store.clone(), cli_scope())
+}
+
 async fn remember(
-    store: &SqlStore,
+    store: &Arc<SqlStore>,
     id: &str,
     corpus: &Path,
     output: Option<&Path>,
@@ -326,33 +328,13 @@ async fn remember(
             .display()
             .to_string()
     });
-    store
-        .replace_where(
-            &cli_scope(),
-            &Filter::data_eq("research_id", id),
-            vec![json!({"research_id": id, "corpus": corpus.display().to_string(), "output": output})],
-        )
-        .await?;
-    Ok(())
+    let record =
+        json!({"research_id": id, "corpus": corpus.display().to_string(), "output": output});
+    Ok(cli_records(store).put(id, record).await?)
 }
 
-async fn recall(store: &SqlStore, id: &str) -> anyhow::Result<Value> {
-    let page = store
-        .search(&SearchQuery {
-            scope: cli_scope(),
-            filter: Filter::data_eq("research_id", id),
-            order_by: Vec::new(),
-            offset: 0,
-            page_size: 1,
-            include_total: false,
-        })
-        .await?;
-    Ok(page
-        .items
-        .into_iter()
-        .next()
-        .map(|i| i.data)
-        .unwrap_or(Value::Null))
+async fn recall(store: &Arc<SqlStore>, id: &str) -> anyhow::Result<Value> {
+    Ok(cli_records(store).find(id).await?.unwrap_or(Value::Null))
 }
 
 /// Drives the run here until it completes, fails, or waits for a decision nobody can give.
@@ -505,22 +487,7 @@ async fn current_plan(research: &Research, id: &str) -> anyhow::Result<Plan> {
 }
 
 fn render_plan(plan: &Plan) -> String {
-    let mut s = format!("\nPlan for: {}\n\nSearch queries:\n", plan.question);
-    for q in &plan.queries {
-        s.push_str(&format!("  - {q}\n"));
-    }
-    s.push_str("Report outline:\n");
-    for (i, o) in plan.outline.iter().enumerate() {
-        s.push_str(&format!("  {}. {o}\n", i + 1));
-    }
-    if !plan.clarifying_questions.is_empty() {
-        s.push_str("The question is vague; answering these would help:\n");
-        for q in &plan.clarifying_questions {
-            s.push_str(&format!("  ? {q}\n"));
-        }
-    }
-    s.push('\n');
-    s
+    format!("\n{}\n", plan.to_text())
 }
 
 fn prompt(text: &str) -> anyhow::Result<Option<String>> {

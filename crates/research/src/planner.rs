@@ -34,6 +34,25 @@ impl Plan {
         Ok(())
     }
 
+    /// The plan as a person reads it: queries, outline, and any clarifying questions.
+    pub fn to_text(&self) -> String {
+        let mut s = format!("Plan for: {}\n\nSearch queries:\n", self.question);
+        for q in &self.queries {
+            s.push_str(&format!("  - {q}\n"));
+        }
+        s.push_str("Report outline:\n");
+        for (i, o) in self.outline.iter().enumerate() {
+            s.push_str(&format!("  {}. {o}\n", i + 1));
+        }
+        if !self.clarifying_questions.is_empty() {
+            s.push_str("The question is vague; answering these would help:\n");
+            for q in &self.clarifying_questions {
+                s.push_str(&format!("  ? {q}\n"));
+            }
+        }
+        s
+    }
+
     /// The plan without blank entries.
     pub fn cleaned(mut self) -> Plan {
         self.queries.retain(|q| !q.trim().is_empty());

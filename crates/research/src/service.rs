@@ -124,18 +124,41 @@ pub struct Sessions {
 }
 
 impl Sessions {
+    /// The research collection named in `config`.
     pub fn new(store: Arc<dyn CollectionStore>, config: &ResearchConfig) -> Sessions {
-        Sessions {
-            store,
-            scope: CollectionScope {
-                deployment_name: config.deployment_name.clone(),
-                collection: config.research_collection.clone(),
-            },
-        }
+        let scope = CollectionScope {
+            deployment_name: config.deployment_name.clone(),
+            collection: config.research_collection.clone(),
+        };
+        Sessions::in_scope(store, scope)
+    }
+
+    /// Records keyed by `research_id` in any collection (the CLI keeps its own there).
+    pub fn in_scope(store: Arc<dyn CollectionStore>, scope: CollectionScope) -> Sessions {
+        Sessions { store, scope }
+    }
+
+    /// Replaces the record of research `id`: delete plus insert, in one transaction.
+    pub async fn put(&self, id: &str, record: Value) -> Result<(), StoreError> {
+        self.store
+            .replace_where(
+                &self.scope,
+                &Filter::data_eq("research_id", id),
+                vec![record],
+            )
+            .await?;
+        Ok(())
     }
 
     /// The saved session record of research `id`.
     pub async fn get(&self, id: &str) -> Result<Value, ResearchError> {
+        self.find(id)
+            .await?
+            .ok_or_else(|| ResearchError::UnknownSession(id.to_string()))
+    }
+
+    /// The record of research `id`, if there is one.
+    pub async fn find(&self, id: &str) -> Result<Option<Value>, StoreError> {
         let page = self
             .store
             .search(&SearchQuery {
@@ -147,11 +170,7 @@ impl Sessions {
                 include_total: false,
             })
             .await?;
-        page.items
-            .into_iter()
-            .next()
-            .map(|i| i.data)
-            .ok_or_else(|| ResearchError::UnknownSession(id.to_string()))
+        Ok(page.items.into_iter().next().map(|i| i.data))
     }
 
     /// Saved sessions, newest first.

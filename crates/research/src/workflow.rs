@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fathom_engine::store::{ArtifactStore, CollectionScope, CollectionStore, Filter, now_ms};
+use fathom_engine::store::{ArtifactStore, CollectionStore, now_ms};
 use fathom_engine::{Ctx, ErasedWorkflow, RetryPolicy, StepError, StepOptions, Workflow};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -17,6 +17,7 @@ use crate::events::*;
 use crate::parse::{DocKind, ParsedDoc, parse_content};
 use crate::planner::{Plan, decompose_query};
 use crate::report::{Patch, Report};
+use crate::service::Sessions;
 use crate::settings::{ResearchConfig, Settings};
 use crate::tools::{Fetcher, Invocation, SearchProvider};
 use crate::writer::{draft_sections, pack_patches};
@@ -114,21 +115,10 @@ pub struct ResearchDeps {
 }
 
 impl ResearchDeps {
-    fn scope(&self) -> CollectionScope {
-        CollectionScope {
-            deployment_name: self.config.deployment_name.clone(),
-            collection: self.config.research_collection.clone(),
-        }
-    }
-
     /// Writes the session record: delete by `research_id` plus insert, in one transaction.
     async fn save_session(&self, state: &ResearchState) -> Result<(), StepError> {
-        self.sessions
-            .replace_where(
-                &self.scope(),
-                &Filter::data_eq("research_id", state.research_id.clone()),
-                vec![state.snapshot()],
-            )
+        Sessions::new(self.sessions.clone(), &self.config)
+            .put(&state.research_id, state.snapshot())
             .await?;
         Ok(())
     }
@@ -143,19 +133,21 @@ fn next_tool_id(ctx: &C, tool: &str) -> String {
     })
 }
 
-/// Whether research should stop gathering and write up what it has.
-fn out_of_time(ctx: &C) -> bool {
-    let s = ctx.state();
-    let Some(deadline) = s.research_deadline_ms else {
-        return false;
-    };
-    let budget_ms = s
-        .settings
-        .as_ref()
-        .map_or(0, |x| x.timeout_seconds as i64 * 1000);
-    // Keep a tenth of the budget (at least 3 s) for reading what was found and writing.
-    let reserve = (budget_ms / 10).max(3000);
-    now_ms() + reserve >= deadline
+impl ResearchState {
+    /// When research should stop gathering and write up what it has: a tenth of the budget
+    /// (at least 3 s) before the deadline is kept for reading and writing.
+    fn wrap_up_at(&self) -> Option<i64> {
+        let deadline = self.research_deadline_ms?;
+        let budget_ms = self
+            .settings
+            .as_ref()
+            .map_or(0, |x| x.timeout_seconds as i64 * 1000);
+        Some(deadline - (budget_ms / 10).max(3000))
+    }
+}
+
+fn past(at: Option<i64>) -> bool {
+    at.is_some_and(|t| now_ms() >= t)
 }
 
 async fn plan_round(
@@ -186,7 +178,7 @@ async fn plan_round(
         .call(
             &ctx,
             || async move { Ok(decompose_query(&q, &f, &a)) },
-            plan_summary,
+            Plan::to_text,
             |p| serde_json::to_value(p).unwrap_or(Value::Null),
         )
         .await?
@@ -202,24 +194,6 @@ async fn plan_round(
     });
     deps.save_session(&ctx.state()).await?;
     ctx.send(PlanDrafted { round })
-}
-
-fn plan_summary(p: &Plan) -> String {
-    let mut text = String::from("Plan\n\nQueries:\n");
-    for q in &p.queries {
-        text.push_str(&format!("- {q}\n"));
-    }
-    text.push_str("\nOutline:\n");
-    for (i, s) in p.outline.iter().enumerate() {
-        text.push_str(&format!("{}. {s}\n", i + 1));
-    }
-    if !p.clarifying_questions.is_empty() {
-        text.push_str("\nClarifying questions:\n");
-        for q in &p.clarifying_questions {
-            text.push_str(&format!("- {q}\n"));
-        }
-    }
-    text
 }
 
 async fn draft_plan(ctx: C, deps: Arc<ResearchDeps>, ev: ResearchStart) -> Result<(), StepError> {
@@ -296,10 +270,12 @@ async fn run_web_research(
     deps: Arc<ResearchDeps>,
     ev: PlanApproved,
 ) -> Result<(), StepError> {
-    let settings = ctx.state().settings()?.clone();
+    let state = ctx.state();
+    let settings = state.settings()?.clone();
+    let wrap_up = state.wrap_up_at();
     let mut per_query: Vec<Vec<SearchHit>> = Vec::new();
     for query in ev.plan.queries.iter().take(50) {
-        if out_of_time(&ctx) {
+        if past(wrap_up) {
             break;
         }
         let id = next_tool_id(&ctx, "web_search");
@@ -374,10 +350,12 @@ async fn fetch_parse_sources(
     deps: Arc<ResearchDeps>,
     ev: SourcesFound,
 ) -> Result<(), StepError> {
-    let delay = Duration::from_millis(ctx.state().settings()?.fetch_delay_ms);
+    let state = ctx.state();
+    let delay = Duration::from_millis(state.settings()?.fetch_delay_ms);
+    let wrap_up = state.wrap_up_at();
     let mut docs = Vec::new();
     for (i, hit) in ev.hits.iter().enumerate() {
-        if out_of_time(&ctx) {
+        if past(wrap_up) {
             break;
         }
         let id = next_tool_id(&ctx, "fetch_url");
