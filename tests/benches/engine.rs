@@ -15,21 +15,21 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::atomic::Ordering;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Begin {}
 impl_event!(Begin, "Begin");
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Next {
     i: u32,
 }
 impl_event!(Next, "Next");
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Approve {}
 impl_event!(Approve, "Approve");
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Gate {}
 impl_event!(Gate, "Gate");
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Done {}
 impl_event!(
     Done,

@@ -13,41 +13,41 @@ use sqlx::AnyPool;
 
 pub const CRASH_WORKFLOW: &str = "crash-test";
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CrashStart {
     pub n: i64,
 }
 impl_event!(CrashStart, "CrashStart");
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hop {
     pub step: i64,
 }
 impl_event!(Hop, "Hop");
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AtGate {}
 impl_event!(AtGate, "AtGate");
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Resume {}
 impl_event!(Resume, "Resume");
 
 /// The external event the crash workflow waits for.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Go {
     pub bonus: i64,
 }
 impl_event!(Go, "Go");
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Progress {
     pub step: String,
     pub total: i64,
 }
 impl_event!(Progress, "Progress");
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CrashResult {
     pub total: i64,
 }
@@ -58,13 +58,13 @@ impl_event!(
     types = ["StopEvent"]
 );
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CrashState {
     pub n: i64,
     pub total: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Effect {
     exec_id: i64,
     value: i64,

@@ -16,21 +16,21 @@ use fathom_store::testing::{TestDb, fresh};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Ask {
     question: String,
 }
 impl_event!(Ask, "Ask");
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Planned {}
 impl_event!(Planned, "Planned");
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct ApproveEvent {
     approved: bool,
     feedback: Option<String>,
 }
 impl_event!(ApproveEvent, "ApproveEvent");
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Answer {
     text: String,
     rounds: u32,
@@ -42,7 +42,7 @@ impl_event!(
     types = ["StopEvent"]
 );
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 struct St {
     rounds: u32,
 }
@@ -250,10 +250,10 @@ async fn cancel_a_waiting_run(dialect: Dialect) {
     ));
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Go {}
 impl_event!(Go, "Go");
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Out {
     attempts: u32,
 }

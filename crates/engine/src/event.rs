@@ -11,10 +11,20 @@ use serde_json::Value;
 ///
 /// `TYPE` is the class name clients see and route on; `TYPES` lists the parent classes a client
 /// may classify it by (for example `["StopEvent"]` for a result event).
-pub trait Event: Serialize + DeserializeOwned + Send + Sync + 'static {
+pub trait Event:
+    Serialize + DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static
+{
     const TYPE: &'static str;
     const QUALIFIED_NAME: &'static str = Self::TYPE;
     const TYPES: Option<&'static [&'static str]> = None;
+
+    /// The JSON Schema of the event's `value`, titled with its type name, as served by the
+    /// workflows API (`/workflows/{name}/schema` and `/events`).
+    fn value_schema() -> Value {
+        let mut schema = schemars::SchemaGenerator::default().into_root_schema_for::<Self>();
+        schema.insert("title".into(), Value::String(Self::TYPE.to_string()));
+        schema.to_value()
+    }
 }
 
 /// Implements [`Event`] for a type: `impl_event!(Ty, "Name")`,
@@ -42,7 +52,7 @@ macro_rules! impl_event {
 }
 
 /// The read form of an event as streamed and stored: `{"value", "qualified_name", "type", "types"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Envelope {
     pub value: Value,
     pub qualified_name: Option<String>,
@@ -76,7 +86,7 @@ impl Envelope {
 }
 
 /// The base stop event: `{"result": ...}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StopEvent {
     pub result: Value,
 }
@@ -87,7 +97,7 @@ impl_event!(
 );
 
 /// Streamed when a run is cancelled.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkflowCancelledEvent {}
 impl_event!(
     WorkflowCancelledEvent,
@@ -96,14 +106,14 @@ impl_event!(
     types = ["StopEvent"]
 );
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExceptionInfo {
     pub exception_type: String,
     pub exception_message: String,
 }
 
 /// Streamed when a step fails after its last retry, or the run cannot continue.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkflowFailedEvent {
     pub step_name: String,
     pub exception: ExceptionInfo,
@@ -118,7 +128,7 @@ impl_event!(
 );
 
 /// Streamed when the run's global deadline passes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkflowTimedOutEvent {
     pub timeout: f64,
     pub active_steps: Vec<String>,

@@ -60,7 +60,10 @@ pub use event::{
     WorkflowTimedOutEvent,
 };
 pub use executor::{Engine, EngineConfig, RunNotice, StartOptions};
-pub use workflow::{BoxFuture, ErasedWorkflow, RetryPolicy, StepOptions, Workflow, WorkflowState};
+pub use workflow::{
+    BoxFuture, ErasedWorkflow, EventInfo, EventRole, RetryPolicy, StepOptions, Workflow,
+    WorkflowState,
+};
 
 /// A new 10-character id from the URL-safe alphabet, like the handler ids of the Python
 /// workflows server.

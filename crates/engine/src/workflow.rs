@@ -66,8 +66,59 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Checks that a JSON payload decodes as a given event type.
-type Validator = fn(&Value) -> Result<(), String>;
+/// Checks a JSON payload: that it decodes as the event type, and any rule the workflow adds.
+type Validator = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+
+/// What part an event type plays in a workflow, for the schemas and graph it publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventRole {
+    Start,
+    /// Sent between steps.
+    Internal,
+    /// Sent from outside and waited for (an approval).
+    External,
+    /// Written to the run's stream.
+    Streamed,
+    Stop,
+}
+
+impl EventRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventRole::Start => "start",
+            EventRole::Internal => "internal",
+            EventRole::External => "external",
+            EventRole::Streamed => "streamed",
+            EventRole::Stop => "stop",
+        }
+    }
+}
+
+/// An event type a workflow declares, with the JSON Schema of its value.
+#[derive(Debug, Clone)]
+pub struct EventInfo {
+    pub event_type: &'static str,
+    pub role: EventRole,
+    pub schema: Value,
+}
+
+fn event_info<E: Event>(role: EventRole) -> EventInfo {
+    EventInfo {
+        event_type: E::TYPE,
+        role,
+        schema: E::value_schema(),
+    }
+}
+
+/// A validator that decodes the payload as `E`, then applies `check` to it.
+fn validator<E: Event>(
+    check: impl Fn(&E) -> Result<(), String> + Send + Sync + 'static,
+) -> Validator {
+    Arc::new(move |v: &Value| {
+        let event = serde_json::from_value::<E>(v.clone()).map_err(|e| e.to_string())?;
+        check(&event)
+    })
+}
 
 type Handler<S> = Arc<dyn Fn(Ctx<S>, Value) -> BoxFuture<Result<(), StepError>> + Send + Sync>;
 
@@ -105,12 +156,9 @@ pub struct Workflow<S: WorkflowState> {
     by_event: HashMap<&'static str, usize>,
     external: Vec<(&'static str, Validator)>,
     run_timeout: Option<Duration>,
-}
-
-fn validate_as<E: Event>(v: &Value) -> Result<(), String> {
-    serde_json::from_value::<E>(v.clone())
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    events: Vec<EventInfo>,
+    /// (step, event type it emits): the graph's step-to-event edges.
+    emits: Vec<(&'static str, &'static str)>,
 }
 
 impl<S: WorkflowState> Workflow<S> {
@@ -119,12 +167,56 @@ impl<S: WorkflowState> Workflow<S> {
         Workflow {
             name: name.into(),
             start_type: Start::TYPE,
-            validate_start: validate_as::<Start>,
+            validate_start: validator::<Start>(|_| Ok(())),
             steps: Vec::new(),
             by_event: HashMap::new(),
             external: Vec::new(),
             run_timeout: None,
+            events: vec![event_info::<Start>(EventRole::Start)],
+            emits: Vec::new(),
         }
+    }
+
+    /// Adds a rule start events must meet beyond decoding (checked before a run is created).
+    pub fn check_start<Start: Event>(
+        mut self,
+        check: impl Fn(&Start) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        assert_eq!(
+            Start::TYPE,
+            self.start_type,
+            "check_start for another event type"
+        );
+        self.validate_start = validator::<Start>(check);
+        self
+    }
+
+    fn declare(&mut self, info: EventInfo) {
+        if !self
+            .events
+            .iter()
+            .any(|e| e.event_type == info.event_type && e.role == info.role)
+        {
+            self.events.push(info);
+        }
+    }
+
+    /// Declares the event that ends the run with its result.
+    pub fn stops_with<E: Event>(mut self) -> Self {
+        self.declare(event_info::<E>(EventRole::Stop));
+        self
+    }
+
+    /// Declares an event type the run writes to its stream.
+    pub fn streams<E: Event>(mut self) -> Self {
+        self.declare(event_info::<E>(EventRole::Streamed));
+        self
+    }
+
+    /// Declares that `step` emits events of type `E` (an edge of the published graph).
+    pub fn emits<E: Event>(mut self, step: &'static str) -> Self {
+        self.emits.push((step, E::TYPE));
+        self
     }
 
     /// Adds a step run for every event of type `E`. Panics if another step accepts `E`:
@@ -160,6 +252,9 @@ impl<S: WorkflowState> Workflow<S> {
             })
         });
         self.by_event.insert(E::TYPE, self.steps.len());
+        if E::TYPE != self.start_type {
+            self.declare(event_info::<E>(EventRole::Internal));
+        }
         self.steps.push(StepDef {
             name,
             accepts: E::TYPE,
@@ -171,8 +266,19 @@ impl<S: WorkflowState> Workflow<S> {
     }
 
     /// Declares an event type that may be sent to runs from outside (and waited for).
-    pub fn accepts_external<E: Event>(mut self) -> Self {
-        self.external.push((E::TYPE, validate_as::<E>));
+    pub fn accepts_external<E: Event>(self) -> Self {
+        self.accepts_external_checked::<E>(|_| Ok(()))
+    }
+
+    /// Like [`Self::accepts_external`], with a rule the event must meet beyond decoding; a
+    /// sender whose event breaks it gets the message and nothing is delivered.
+    pub fn accepts_external_checked<E: Event>(
+        mut self,
+        check: impl Fn(&E) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.external.push((E::TYPE, validator::<E>(check)));
+        self.events.retain(|e| e.event_type != E::TYPE);
+        self.declare(event_info::<E>(EventRole::External));
         self
     }
 
@@ -196,6 +302,10 @@ pub trait ErasedWorkflow: Send + Sync + 'static {
     fn external_types(&self) -> Vec<&'static str>;
     fn validate_external(&self, event_type: &str, payload: &Value) -> Option<Result<(), String>>;
     fn step_names(&self) -> Vec<(&'static str, &'static str)>;
+    /// Declared event types with their schemas, start event first.
+    fn events(&self) -> &[EventInfo];
+    /// (step, event type) pairs: which step emits which event.
+    fn emits(&self) -> &[(&'static str, &'static str)];
     fn run_timeout(&self) -> Option<Duration>;
     /// The step accepting `event_type`: (name, timeout, retry).
     fn step_for(&self, event_type: &str) -> Option<(&'static str, Duration, RetryPolicy)>;
@@ -233,6 +343,12 @@ impl<S: WorkflowState> ErasedWorkflow for Workflow<S> {
     }
     fn step_names(&self) -> Vec<(&'static str, &'static str)> {
         self.steps.iter().map(|s| (s.name, s.accepts)).collect()
+    }
+    fn events(&self) -> &[EventInfo] {
+        &self.events
+    }
+    fn emits(&self) -> &[(&'static str, &'static str)] {
+        &self.emits
     }
     fn run_timeout(&self) -> Option<Duration> {
         self.run_timeout

@@ -42,7 +42,7 @@ pub enum CorpusError {
 }
 
 /// One search result: a document and its best-matching passage.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchHit {
     pub url: String,
     pub title: String,

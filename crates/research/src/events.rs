@@ -12,7 +12,7 @@ use crate::report::Source;
 // ---- Sent by clients ----
 
 /// Starts a research run: `{"query": "...", "settings": {...}}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResearchStart {
     pub query: String,
     #[serde(default)]
@@ -26,7 +26,7 @@ impl_event!(
 
 /// The decision at the gate. Approval runs `plan` if given (an edited plan), else the
 /// proposed one; rejection re-plans with `feedback` and `answers`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApproveEvent {
     pub approved: bool,
@@ -45,7 +45,7 @@ impl_event!(
 );
 
 /// The start event of `research-metadata`: `{}`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StartEvent {}
 impl_event!(
     StartEvent,
@@ -55,7 +55,7 @@ impl_event!(
 
 // ---- Between steps (never streamed) ----
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Replan {
     pub feedback: Option<String>,
     #[serde(default)]
@@ -63,45 +63,45 @@ pub struct Replan {
 }
 impl_event!(Replan, "Replan");
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanDrafted {
     pub round: u32,
 }
 impl_event!(PlanDrafted, "PlanDrafted");
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanApproved {
     pub plan: Plan,
 }
 impl_event!(PlanApproved, "PlanApproved");
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SourcesFound {
     pub hits: Vec<SearchHit>,
 }
 impl_event!(SourcesFound, "SourcesFound");
 
 /// A document read and parsed, stored as an artifact.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ParsedRef {
     pub url: String,
     pub title: String,
     pub file_id: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SourcesParsed {
     pub docs: Vec<ParsedRef>,
 }
 impl_event!(SourcesParsed, "SourcesParsed");
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReportWritten {}
 impl_event!(ReportWritten, "ReportWritten");
 
 // ---- Results (StopEvent subclasses) ----
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResearchResult {
     pub research_id: String,
     pub status: String,
@@ -119,7 +119,7 @@ impl_event!(
     types = ["StopEvent"]
 );
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MetadataResponse {
     pub json_schema: Value,
     pub extracted_data_collection: String,
@@ -136,7 +136,7 @@ impl_event!(
 
 // ---- Agent events, with the field shapes of llama_index's FunctionAgent (§7) ----
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TextBlock {
     pub block_type: String,
     pub text: String,
@@ -151,7 +151,7 @@ impl TextBlock {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChatMessage {
     pub role: String,
     pub additional_kwargs: Map<String, Value>,
@@ -168,14 +168,14 @@ impl ChatMessage {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolSelection {
     pub tool_id: String,
     pub tool_name: String,
     pub tool_kwargs: Value,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentInput {
     pub input: Vec<ChatMessage>,
     pub current_agent_name: String,
@@ -186,7 +186,7 @@ impl_event!(
     qualified = "llama_index.core.agent.workflow.workflow_events.AgentInput"
 );
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentStream {
     pub delta: String,
     pub response: String,
@@ -200,7 +200,7 @@ impl_event!(
     qualified = "llama_index.core.agent.workflow.workflow_events.AgentStream"
 );
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCall {
     pub tool_name: String,
     pub tool_kwargs: Value,
@@ -213,7 +213,7 @@ impl_event!(
 );
 
 /// `ToolOutput` as llama_index core 0.14.25 serializes it (text in `blocks`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolOutput {
     pub blocks: Vec<TextBlock>,
     pub tool_name: String,
@@ -222,7 +222,7 @@ pub struct ToolOutput {
     pub is_error: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCallResult {
     pub tool_name: String,
     pub tool_kwargs: Value,
@@ -236,7 +236,7 @@ impl_event!(
     qualified = "llama_index.core.agent.workflow.workflow_events.ToolCallResult"
 );
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentOutput {
     pub response: ChatMessage,
     pub structured_response: Option<Value>,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::text::{is_stopword, words};
 
 /// A research plan, as proposed by `decompose_query` and approved (or edited) at the gate.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
     pub question: String,
     /// Asked when the question is too vague to research well; answer them to re-plan.

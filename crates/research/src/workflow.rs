@@ -17,7 +17,7 @@ use crate::events::*;
 use crate::parse::{DocKind, ParsedDoc, parse_content};
 use crate::planner::{Plan, decompose_query};
 use crate::report::{Patch, Report};
-use crate::service::Sessions;
+use crate::service::{Sessions, check_decision, check_start};
 use crate::settings::{ResearchConfig, Settings};
 use crate::tools::{Fetcher, Invocation, SearchProvider};
 use crate::writer::{draft_sections, pack_patches};
@@ -640,7 +640,13 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
         d(&deps),
         d(&deps),
     );
+    let config = deps.config.clone();
     Workflow::<ResearchState>::new::<ResearchStart>(DEEP_RESEARCH)
+        .check_start(move |ev: &ResearchStart| {
+            check_start(&config, &ev.query, ev.settings.clone())
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
         .step_with("draft_plan", quick, move |ctx, ev: ResearchStart| {
             draft_plan(ctx, d1.clone(), ev)
         })
@@ -665,7 +671,20 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
         .step_with("persist_session", quick, move |ctx, ev: ReportWritten| {
             persist_session(ctx, d7.clone(), ev)
         })
-        .accepts_external::<ApproveEvent>()
+        .accepts_external_checked::<ApproveEvent>(check_decision)
+        .emits::<PlanDrafted>("draft_plan")
+        .emits::<PlanApproved>("await_approval")
+        .emits::<Replan>("await_approval")
+        .emits::<SourcesFound>("run_web_research")
+        .emits::<SourcesParsed>("fetch_parse_sources")
+        .emits::<ReportWritten>("synthesize_and_patch")
+        .emits::<ResearchResult>("persist_session")
+        .streams::<AgentInput>()
+        .streams::<AgentStream>()
+        .streams::<ToolCall>()
+        .streams::<ToolCallResult>()
+        .streams::<AgentOutput>()
+        .stops_with::<ResearchResult>()
         .build()
 }
 
@@ -685,5 +704,7 @@ pub fn research_metadata(config: ResearchConfig) -> Arc<dyn ErasedWorkflow> {
                 })
             }
         })
+        .emits::<MetadataResponse>("metadata")
+        .stops_with::<MetadataResponse>()
         .build()
 }
