@@ -1,6 +1,7 @@
 //! `fathom`: the command-line tool.
 
 mod research;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,9 @@ struct Cli {
 enum Command {
     /// Researches a question over a local corpus and writes a cited report.
     Research(research::ResearchArgs),
+    /// Serves the workflows API (llama-compatible), SSE streams, the approval gate and the
+    /// Agent Data API over HTTP, and drives runs.
+    Serve(serve::ServeArgs),
     /// Carries on with a session: approves a waiting plan, or finishes interrupted work.
     Resume(research::ResumeArgs),
     /// Saved research sessions.
@@ -125,6 +129,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     match cli.command {
         Command::Research(args) => return research::research(&ctx, args).await,
+        Command::Serve(args) => return serve::serve(&ctx, args).await,
         Command::Resume(args) => return research::resume(&ctx, args).await,
         Command::Sessions { command } => match command {
             SessionsCommand::List { limit } => research::sessions_list(&ctx, limit).await?,

@@ -75,7 +75,7 @@ fn cli_scope() -> CollectionScope {
     }
 }
 
-fn load_config(ctx: &Context) -> anyhow::Result<ResearchConfig> {
+pub(crate) fn load_config(ctx: &Context) -> anyhow::Result<ResearchConfig> {
     let default = Path::new("configs/config.json");
     let path = ctx
         .config
@@ -108,7 +108,7 @@ struct Opened {
     store: Arc<SqlStore>,
 }
 
-async fn connect(ctx: &Context) -> anyhow::Result<Arc<SqlStore>> {
+pub(crate) async fn connect(ctx: &Context) -> anyhow::Result<Arc<SqlStore>> {
     let store = SqlStore::connect(&ctx.database_url)
         .await
         .with_context(|| format!("cannot open database {}", shown_db(&ctx.database_url)))?;
@@ -123,7 +123,11 @@ fn shown_db(url: &str) -> String {
     }
 }
 
-async fn open_corpus(ctx: &Context, dir: &Path, quiet: bool) -> anyhow::Result<Arc<Corpus>> {
+pub(crate) async fn open_corpus(
+    ctx: &Context,
+    dir: &Path,
+    quiet: bool,
+) -> anyhow::Result<Arc<Corpus>> {
     let corpus = Corpus::open(dir, &ctx.index_dir).await?;
     let tty = std::io::stderr().is_terminal();
     let progress = move |done: usize, total: usize| {
@@ -161,12 +165,13 @@ async fn open_corpus(ctx: &Context, dir: &Path, quiet: bool) -> anyhow::Result<A
     Ok(Arc::new(corpus))
 }
 
-fn build(
+/// Research on `store` over `corpus`.
+pub(crate) fn research_service(
     config: ResearchConfig,
     store: Arc<SqlStore>,
     corpus: Arc<Corpus>,
-    run_id: &str,
-) -> Opened {
+    engine_config: EngineConfig,
+) -> Research {
     let deps = ResearchDeps {
         config,
         search: corpus.clone(),
@@ -174,14 +179,27 @@ fn build(
         sessions: store.clone(),
         artifacts: store.clone(),
     };
+    Research::new(store, engine_config, deps)
+}
+
+fn build(
+    config: ResearchConfig,
+    store: Arc<SqlStore>,
+    corpus: Arc<Corpus>,
+    run_id: &str,
+) -> Opened {
     // One owner id per session: a resumed session takes its run back from a dead process at
     // once instead of waiting for the lease to expire.
-    let engine_config = EngineConfig {
-        owner: format!("cli-{run_id}"),
-        ..Default::default()
-    };
     Opened {
-        research: Research::new(store.clone(), engine_config, deps),
+        research: research_service(
+            config,
+            store.clone(),
+            corpus,
+            EngineConfig {
+                owner: format!("cli-{run_id}"),
+                ..Default::default()
+            },
+        ),
         store,
     }
 }

@@ -1,0 +1,104 @@
+//! The one error type of the HTTP edge, rendered as `{"detail": "..."}`. Client errors say
+//! what was wrong; server errors are logged in full and described to the client only as an
+//! internal error, so no SQL or internal detail leaks.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use fathom_engine::EngineError;
+use fathom_engine::store::{FilterError, StoreError};
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub detail: String,
+}
+
+/// The body of every error response.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub detail: String,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            detail: detail.into(),
+        }
+    }
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, detail)
+    }
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, detail)
+    }
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, detail)
+    }
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, detail)
+    }
+    pub fn handler_not_found() -> Self {
+        Self::not_found("Handler not found")
+    }
+    pub fn workflow_not_found() -> Self {
+        Self::not_found("Workflow not found")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let detail = if self.status.is_server_error() {
+            tracing::error!(status = %self.status, detail = %self.detail, "request failed");
+            "Internal server error; the server log has the details".to_string()
+        } else {
+            self.detail
+        };
+        (self.status, Json(ErrorBody { detail })).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
+            StoreError::Conflict(why) => ApiError::conflict(why),
+            StoreError::Invalid(why) => ApiError::bad_request(why),
+            StoreError::LeaseLost(_) => ApiError::conflict("the run changed hands; try again"),
+            StoreError::Backend(why) => ApiError::internal(why),
+        }
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::UnknownWorkflow(_) => ApiError::workflow_not_found(),
+            EngineError::UnknownRun(_) => ApiError::handler_not_found(),
+            EngineError::InvalidStart { reason, .. } => {
+                ApiError::bad_request(format!("Validation error for 'start_event': {reason}"))
+            }
+            EngineError::UnknownEventType { given, expected } => ApiError::bad_request(format!(
+                "Invalid event type: {given}. Expected one of {expected}"
+            )),
+            EngineError::InvalidEvent { event_type, reason } => {
+                ApiError::bad_request(format!("Validation error for '{event_type}': {reason}"))
+            }
+            EngineError::RunExists(id) => {
+                ApiError::conflict(format!("Handler {id} already exists"))
+            }
+            EngineError::RunTerminal(_) => ApiError::conflict("Workflow already completed"),
+            EngineError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<FilterError> for ApiError {
+    fn from(e: FilterError) -> Self {
+        ApiError::bad_request(e.0)
+    }
+}

@@ -1,0 +1,151 @@
+//! # fathom-server: the HTTP edge
+//!
+//! Serves the workflows API of the LlamaIndex workflows server (`llama-compat.md` §2-§6) at the
+//! root and under `/deployments/{name}`, the LlamaCloud Agent Data API (§9) at
+//! `/api/v1/beta/agent-data`, health routes, and an OpenAPI document at `/openapi.json`.
+//! Everything goes through the engine and the store traits; this crate knows no SQL.
+//!
+//! Where Fathom departs from the Python server, on purpose:
+//! - `GET /events/{id}` with no position replays the run's stream from the start; the Python
+//!   server starts at `now` and drops what was emitted before the first subscribe. Pass
+//!   `after_sequence=now` for the Python behaviour.
+//! - `POST /events/{id}` is idempotent: the same event sent twice while the run is at the same
+//!   point is delivered once (or give an `Idempotency-Key` header). Events sent before the run
+//!   waits for them are kept, never dropped.
+//! - Cancelling a finished handler is 409 `Handler already completed` (Python answers 404).
+
+mod auth;
+mod deployment;
+mod error;
+mod extract;
+mod openapi;
+mod routes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, HeaderValue, Method, header};
+use fathom_engine::Engine;
+use fathom_engine::store::CollectionStore;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
+
+pub use deployment::{Deployment, DeploymentError, EMBEDDED_PYPROJECT};
+pub use error::{ApiError, ErrorBody};
+pub use openapi::openapi_document;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub deployment: Deployment,
+    /// When set, every route but health needs `Authorization: Bearer <key>` (or `?api_key=`
+    /// for EventSource, which cannot send headers).
+    pub api_key: Option<String>,
+    /// Origins allowed by CORS; empty means any origin (echoed, with credentials).
+    pub cors_origins: Vec<String>,
+    pub body_limit: usize,
+    /// Idle time after which an SSE stream gets a `: heartbeat` comment.
+    pub heartbeat: Duration,
+    /// How often streams and waits look for changes made by other processes.
+    pub poll_interval: Duration,
+}
+
+impl ServerConfig {
+    pub fn new(deployment: Deployment) -> Self {
+        ServerConfig {
+            deployment,
+            api_key: None,
+            cors_origins: Vec::new(),
+            body_limit: 1024 * 1024,
+            heartbeat: Duration::from_secs(25),
+            poll_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+/// What every request handler reaches.
+pub struct AppState {
+    pub engine: Arc<Engine>,
+    pub collections: Arc<dyn CollectionStore>,
+    pub config: ServerConfig,
+}
+
+impl AppState {
+    /// Checks that every workflow the deployment names is registered with the engine.
+    pub fn new(
+        engine: Arc<Engine>,
+        collections: Arc<dyn CollectionStore>,
+        config: ServerConfig,
+    ) -> Result<Arc<AppState>, DeploymentError> {
+        for (public, engine_name) in &config.deployment.workflows {
+            if engine.workflow(engine_name).is_none() {
+                return Err(DeploymentError::Invalid {
+                    path: "deployment".into(),
+                    reason: format!(
+                        "workflow '{public}' names 'fathom:{engine_name}', which this server \
+                         does not have (it has: {})",
+                        engine.workflow_names().join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(Arc::new(AppState {
+            engine,
+            collections,
+            config,
+        }))
+    }
+}
+
+/// The whole HTTP application.
+pub fn router(state: Arc<AppState>) -> Router {
+    let api = routes::workflows_api();
+    let deployment_path = format!("/deployments/{}", state.config.deployment.name);
+    let app = Router::new()
+        .merge(routes::root_health())
+        .merge(api.clone())
+        .nest(&deployment_path, api.merge(routes::deployment_health()))
+        .merge(routes::agent_data_api())
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_api_key,
+        ))
+        .layer(DefaultBodyLimit::max(state.config.body_limit))
+        .layer(CatchPanicLayer::custom(routes::panic_response))
+        .layer(cors(&state.config.cors_origins));
+    app.with_state(state)
+}
+
+fn cors(origins: &[String]) -> CorsLayer {
+    let allow_origin = if origins.is_empty() {
+        // Echo the origin: `*` is not allowed with credentials, and the UI's EventSource
+        // sends them.
+        AllowOrigin::mirror_request()
+    } else {
+        AllowOrigin::list(
+            origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o).ok())
+                .collect::<Vec<_>>(),
+        )
+    };
+    CorsLayer::new()
+        .allow_origin(allow_origin)
+        .allow_credentials(true)
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers([
+            header::CONTENT_TYPE,
+            HeaderName::from_static("x-request-id"),
+        ])
+        .max_age(Duration::from_secs(600))
+}

@@ -1,0 +1,279 @@
+//! A run's event stream (SSE or NDJSON, replayable from any sequence number) and sending
+//! events into a run (the approval gate).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use fathom_engine::store::{RunStatus, StoredEvent};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::State as AppRef;
+use super::handlers::load_run;
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, QueryParams};
+
+/// Events read from the store per query while catching up.
+const PAGE: i64 = 256;
+
+/// Where a stream starts: the last sequence number the client already has.
+fn start_after(
+    query: &QueryParams,
+    headers: &HeaderMap,
+    sse: bool,
+    next_seq: i64,
+) -> ApiResult<i64> {
+    if sse
+        && let Some(id) = headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        return Ok(id.max(-1));
+    }
+    match query.get("after_sequence").map(str::trim) {
+        // Fathom replays from the start by default; `now` is the Python server's default.
+        None => Ok(-1),
+        Some("now") => Ok(next_seq - 1),
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if n >= -1 => Ok(n),
+            _ => Err(ApiError::bad_request(format!(
+                "after_sequence must be an integer >= -1 or 'now', not '{v}'"
+            ))),
+        },
+    }
+}
+
+/// Streams a run's events after a position: SSE (`id:` lines, heartbeats) or NDJSON.
+/// Ends after the stop event; 204 when the run has ended and everything was read.
+#[utoipa::path(get, path = "/events/{handler_id}", tag = "events",
+    params(("handler_id" = String, Path),
+           ("sse" = Option<bool>, Query, description = "default true; false gives NDJSON"),
+           ("after_sequence" = Option<String>, Query, description = "an integer (-1: from the start) or `now`; default: from the start. The `Last-Event-ID` header wins in SSE mode"),
+           ("include_internal" = Option<bool>, Query, description = "accepted for compatibility; Fathom streams no internal events"),
+           ("include_qualified_name" = Option<bool>, Query, description = "default true")),
+    responses((status = 200, description = "`text/event-stream` or `application/x-ndjson`"),
+              (status = 204, description = "the run ended and every event was read"),
+              (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub async fn stream_events(
+    State(state): State<AppRef>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    query: QueryParams,
+) -> ApiResult<Response> {
+    let sse = query.bool("sse", true)?;
+    let with_qualified_name = query.bool("include_qualified_name", true)?;
+    query.bool("include_internal", false)?;
+    let run = load_run(&state, &id).await?;
+    let after = start_after(&query, &headers, sse, run.next_seq)?;
+    if run.status.is_terminal() && after >= run.next_seq - 1 {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let (tx, rx) = mpsc::channel::<StoredEvent>(64);
+    tokio::spawn(follow(state.clone(), id, after, tx));
+    let events = ReceiverStream::new(rx).map(move |mut ev| {
+        if !with_qualified_name {
+            ev.envelope.qualified_name = None;
+        }
+        ev
+    });
+    if sse {
+        let frames = events.map(|ev| {
+            let data = serde_json::to_string(&ev.envelope).unwrap_or_else(|_| "{}".into());
+            Ok::<_, Infallible>(SseEvent::default().id(ev.seq.to_string()).data(data))
+        });
+        let keep_alive = KeepAlive::new()
+            .interval(state.config.heartbeat)
+            .text("heartbeat");
+        let mut resp = Sse::new(frames).keep_alive(keep_alive).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
+        resp.headers_mut().insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-cache"),
+        );
+        resp.headers_mut()
+            .insert("x-accel-buffering", header::HeaderValue::from_static("no"));
+        Ok(resp)
+    } else {
+        let lines = events.map(|ev| {
+            let mut line = serde_json::to_vec(&ev.envelope).unwrap_or_else(|_| b"{}".to_vec());
+            line.push(b'\n');
+            Ok::<_, Infallible>(Bytes::from(line))
+        });
+        Ok((
+            [(header::CONTENT_TYPE, "application/x-ndjson")],
+            Body::from_stream(lines),
+        )
+            .into_response())
+    }
+}
+
+/// Sends run `id`'s events after `after` into `tx` until the stop event, the run's end, or the
+/// client going away. New events are noticed through this process's notices and by polling
+/// (another process may be driving the run).
+async fn follow(state: AppRef, id: String, mut after: i64, tx: mpsc::Sender<StoredEvent>) {
+    let mut notices = state.engine.subscribe();
+    let store = state.engine.store().clone();
+    loop {
+        let batch = match store.events_after(&id, after, PAGE).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(run = %id, error = %e, "event stream read failed");
+                return;
+            }
+        };
+        let full = batch.len() as i64 == PAGE;
+        for ev in batch {
+            after = ev.seq;
+            let stop = ev.envelope.is_stop();
+            if tx.send(ev).await.is_err() || stop {
+                return;
+            }
+        }
+        if full {
+            continue;
+        }
+        match store.get_run(&id).await {
+            Ok(Some(run)) if run.status.is_terminal() && after >= run.next_seq - 1 => return,
+            Ok(Some(_)) => {}
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(run = %id, error = %e, "event stream read failed");
+                return;
+            }
+        }
+        if !wait_for_news(&state, &id, &mut notices, &tx).await {
+            return;
+        }
+    }
+}
+
+/// Waits for a notice about run `id` or the poll interval; false when the client is gone.
+async fn wait_for_news(
+    state: &AppState,
+    id: &str,
+    notices: &mut tokio::sync::broadcast::Receiver<fathom_engine::RunNotice>,
+    tx: &mpsc::Sender<StoredEvent>,
+) -> bool {
+    let poll = tokio::time::sleep(state.config.poll_interval.max(Duration::from_millis(10)));
+    tokio::pin!(poll);
+    loop {
+        tokio::select! {
+            _ = &mut poll => return true,
+            _ = tx.closed() => return false,
+            notice = notices.recv() => match notice {
+                Ok(n) if n.run_id != id => continue,
+                _ => return true,
+            },
+        }
+    }
+}
+
+/// The body of `POST /events/{id}`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct SendEventRequest {
+    /// `{"type": "ApproveEvent", "value": {...}}` (or legacy `data`), or that envelope as a
+    /// JSON string.
+    #[schema(value_type = Object)]
+    pub event: Option<Value>,
+    /// Target step; omitted means broadcast.
+    pub step: Option<String>,
+}
+
+/// The event type and payload of a sent envelope; `type` is resolved by name, falling back to
+/// the last part of `qualified_name`.
+fn parse_envelope(event: Option<Value>) -> ApiResult<(String, Value)> {
+    let event = match event {
+        None | Some(Value::Null) => return Err(ApiError::bad_request("Event data is required")),
+        Some(Value::String(s)) => serde_json::from_str::<Value>(&s)
+            .map_err(|e| ApiError::bad_request(format!("'event' is a string but not JSON: {e}")))?,
+        Some(v) => v,
+    };
+    let Value::Object(obj) = event else {
+        return Err(ApiError::bad_request(
+            "'event' must be an object {\"type\": ..., \"value\": {...}}",
+        ));
+    };
+    let event_type = obj
+        .get("type")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .or_else(|| {
+            obj.get("qualified_name")
+                .and_then(Value::as_str)
+                .and_then(|q| q.rsplit('.').next())
+        })
+        .ok_or_else(|| ApiError::bad_request("'event' needs a 'type', e.g. \"ApproveEvent\""))?
+        .to_string();
+    let value = obj
+        .get("value")
+        .or_else(|| obj.get("data"))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    Ok((event_type, value))
+}
+
+/// Sends an event (an `ApproveEvent`) into a run through its durable mailbox. An event that
+/// arrives before the run waits for it is kept; the same event sent twice while the run is at
+/// the same point, or with the same `Idempotency-Key`, is delivered once.
+#[utoipa::path(post, path = "/events/{handler_id}", tag = "events",
+    params(("handler_id" = String, Path),
+           ("Idempotency-Key" = Option<String>, Header, description = "deliveries with the same key apply once")),
+    request_body = SendEventRequest,
+    responses((status = 200, description = "`{\"status\":\"sent\"}`"),
+              (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody),
+              (status = 409, body = crate::ErrorBody, description = "the run has ended")))]
+pub async fn send_event(
+    State(state): State<AppRef>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<SendEventRequest>,
+) -> ApiResult<Json<Value>> {
+    let (event_type, value) = parse_envelope(req.event)?;
+    let run = load_run(&state, &id).await?;
+    if run.status.is_terminal() {
+        return Err(ApiError::conflict(match run.status {
+            RunStatus::Completed => "Workflow already completed".to_string(),
+            other => format!("Workflow already {}", other.as_str()),
+        }));
+    }
+    if let Some(step) = req.step.as_deref().filter(|s| !s.is_empty()) {
+        let known = state
+            .engine
+            .workflow(&run.workflow)
+            .is_some_and(|wf| wf.step_names().iter().any(|(s, _)| *s == step));
+        if !known {
+            return Err(ApiError::bad_request(format!("no step named '{step}'")));
+        }
+    }
+    let key = match headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
+        Some(k) if !k.trim().is_empty() => format!("header:{}", k.trim()),
+        // The same event at the same point of the run is a retry, not a second decision.
+        _ => {
+            let mut h = Sha256::new();
+            h.update(event_type.as_bytes());
+            h.update(serde_json::to_vec(&value).unwrap_or_default());
+            h.update(run.next_seq.to_le_bytes());
+            format!("auto:{}", hex::encode(h.finalize()))
+        }
+    };
+    state
+        .engine
+        .send(&id, &event_type, value, Some(key))
+        .await?;
+    Ok(Json(json!({"status": "sent"})))
+}
