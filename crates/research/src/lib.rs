@@ -13,6 +13,7 @@ pub mod planner;
 pub mod report;
 mod service;
 pub mod settings;
+pub mod testing;
 pub mod text;
 pub mod tools;
 pub mod workflow;

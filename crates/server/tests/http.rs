@@ -1,0 +1,1002 @@
+//! The HTTP API end to end: a real server on loopback over SQLite and Postgres, driven with a
+//! plain HTTP client and an SSE parser, as a frontend would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use fathom_engine::EngineConfig;
+use fathom_research::{Corpus, Research, ResearchConfig, ResearchDeps};
+use fathom_server::{AppState, Deployment, ServerConfig};
+use fathom_store::Dialect;
+use fathom_store::testing::{TestDb, fresh};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+const QUESTION: &str = "How does ownership work in Rust?";
+const D: &str = "/deployments/deep-research";
+const DEADLINE: Duration = Duration::from_secs(60);
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+    _db: TestDb,
+    _dir: tempfile::TempDir,
+    stop: watch::Sender<bool>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+async fn server(dialect: Dialect, api_key: Option<&str>) -> Server {
+    let db = fresh(dialect).await;
+    let dir = tempfile::tempdir().unwrap();
+    let corpus_dir = dir.path().join("corpus");
+    std::fs::create_dir_all(&corpus_dir).unwrap();
+    fathom_research::testing::write_sample_corpus(&corpus_dir);
+    let corpus = Arc::new(
+        Corpus::open(&corpus_dir, &dir.path().join("index"))
+            .await
+            .unwrap(),
+    );
+    corpus.refresh(&|_, _| {}).await.unwrap();
+    let store = Arc::new(db.store.clone());
+    let deps = ResearchDeps {
+        config: ResearchConfig::load(None).unwrap(),
+        search: corpus.clone(),
+        fetcher: corpus,
+        sessions: store.clone(),
+        artifacts: store.clone(),
+    };
+    let engine_config = EngineConfig {
+        poll_interval: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let research = Research::new(store.clone(), engine_config, deps);
+    let config = ServerConfig {
+        api_key: api_key.map(String::from),
+        heartbeat: Duration::from_millis(300),
+        poll_interval: Duration::from_millis(50),
+        body_limit: 64 * 1024,
+        ..ServerConfig::new(Deployment::load(None).unwrap())
+    };
+    let state = AppState::new(research.engine.clone(), store, config).unwrap();
+    let app = fathom_server::router(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stop_rx) = watch::channel(false);
+    let mut shut = stop_rx.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = shut.changed().await;
+            })
+            .await
+            .unwrap();
+    });
+    tokio::spawn(research.engine.clone().run_worker(stop_rx));
+    Server {
+        base,
+        http: reqwest::Client::builder()
+            .timeout(DEADLINE)
+            .build()
+            .unwrap(),
+        _db: db,
+        _dir: dir,
+        stop,
+    }
+}
+
+impl Server {
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    async fn call(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        (status, body)
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(self.http.get(self.url(path))).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(self.http.post(self.url(path)).json(&body)).await
+    }
+
+    async fn start(&self, query: &str) -> String {
+        let (status, body) = self
+            .post(
+                &format!("{D}/workflows/deep-research/run-nowait"),
+                json!({"start_event": {"query": query}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "running");
+        body["handler_id"].as_str().unwrap().to_string()
+    }
+
+    /// An SSE stream of a run: (id, envelope) pairs.
+    async fn sse(
+        &self,
+        id: &str,
+        query: &str,
+        last_event_id: Option<i64>,
+    ) -> impl futures_util::Stream<Item = (i64, Value)> + Unpin + use<> {
+        let mut req = self.http.get(self.url(&format!("{D}/events/{id}{query}")));
+        if let Some(last) = last_event_id {
+            req = req.header("Last-Event-ID", last.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ct.starts_with("text/event-stream"), "{ct}");
+        Box::pin(resp.bytes_stream().eventsource().map(|ev| {
+            let ev = ev.expect("SSE frame");
+            (
+                ev.id.parse().expect("numeric id"),
+                serde_json::from_str(&ev.data).unwrap(),
+            )
+        }))
+    }
+}
+
+/// Reads until an event matches `pred`; returns everything read, the match last.
+async fn read_until(
+    stream: &mut (impl futures_util::Stream<Item = (i64, Value)> + Unpin),
+    pred: impl Fn(&Value) -> bool,
+) -> Vec<(i64, Value)> {
+    let mut seen = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        while let Some((id, ev)) = stream.next().await {
+            let done = pred(&ev);
+            seen.push((id, ev));
+            if done {
+                return;
+            }
+        }
+        panic!("stream ended before the event arrived; saw {seen:?}");
+    })
+    .await
+    .expect("event within the deadline");
+    seen
+}
+
+fn is_plan(ev: &Value) -> bool {
+    ev["type"] == "ToolCallResult" && ev["value"]["tool_name"] == "decompose_query"
+}
+
+fn is_stop(ev: &Value) -> bool {
+    ev["type"] == "StopEvent"
+        || ev["types"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|x| x == "StopEvent"))
+}
+
+async fn gate_reject_edit_approve(dialect: Dialect) {
+    let s = server(dialect, None).await;
+    let id = s.start(QUESTION).await;
+    let mut stream = s.sse(&id, "", None).await;
+    let first = read_until(&mut stream, is_plan).await;
+    assert_eq!(first[0].0, 0, "replay starts at the run's first event");
+
+    // A rejection with feedback re-plans; sent twice with one key, it applies once.
+    let reject = json!({"event": {"type": "ApproveEvent",
+        "value": {"approved": false, "feedback": "focus on lifetimes"}}});
+    for _ in 0..2 {
+        let (status, body) = s
+            .call(
+                s.http
+                    .post(s.url(&format!("{D}/events/{id}")))
+                    .header("Idempotency-Key", "reject-1")
+                    .json(&reject),
+            )
+            .await;
+        assert_eq!((status, &body), (200, &json!({"status": "sent"})));
+    }
+    let second = read_until(&mut stream, is_plan).await;
+    let plan = second.last().unwrap().1["value"]["tool_output"]["raw_output"].clone();
+    let outline: Vec<String> = serde_json::from_value(plan["outline"].clone()).unwrap();
+    assert!(
+        outline.iter().any(|s| s.contains("Lifetimes")),
+        "{outline:?}"
+    );
+
+    // The edited plan is what runs: two sections only.
+    let mut edited = plan.clone();
+    edited["outline"] = json!(["Overview", "Lifetimes"]);
+    let approve = json!({"event": {"type": "ApproveEvent", "qualified_name": "ApproveEvent",
+        "types": [], "value": {"approved": true, "feedback": null, "plan": edited}}, "step": null});
+    let (status, _) = s.post(&format!("{D}/events/{id}"), approve).await;
+    assert_eq!(status, 200);
+    let rest = read_until(&mut stream, is_stop).await;
+    assert!(
+        tokio::time::timeout(DEADLINE, stream.next())
+            .await
+            .unwrap()
+            .is_none(),
+        "the stream closes after the stop event"
+    );
+
+    let all: Vec<(i64, Value)> = first.into_iter().chain(second).chain(rest).collect();
+    let ids: Vec<i64> = all.iter().map(|(i, _)| *i).collect();
+    assert_eq!(
+        ids,
+        (0..ids.len() as i64).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    let plans = all.iter().filter(|(_, e)| is_plan(e)).count();
+    assert_eq!(plans, 2, "the duplicate rejection was applied once");
+    let result = &all.last().unwrap().1;
+    assert_eq!(result["type"], "ResearchResult");
+    assert_eq!(result["types"], json!(["StopEvent"]));
+    let value = &result["value"];
+    assert_eq!(value["status"], "completed");
+    assert_eq!(value["research_id"], id.as_str());
+    assert_eq!(value["plan"]["outline"], json!(["Overview", "Lifetimes"]));
+    let report = value["report_markdown"].as_str().unwrap();
+    assert!(
+        report.contains("## Lifetimes") && !report.contains("## Examples"),
+        "{report}"
+    );
+    assert!(report.contains("[1]"), "cited: {report}");
+    assert!(!value["sources"].as_array().unwrap().is_empty());
+
+    let (status, handler) = s.get(&format!("{D}/handlers/{id}")).await;
+    assert_eq!(
+        (status, handler["status"].as_str()),
+        (200, Some("completed"))
+    );
+    assert_eq!(handler["result"], *result);
+    assert!(handler["completed_at"].is_string());
+
+    // Replay: NDJSON from the start gives the same events; a consumed stream is 204.
+    let nd = s
+        .http
+        .get(s.url(&format!("{D}/events/{id}?sse=false")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(nd.headers()["content-type"], "application/x-ndjson");
+    let lines: Vec<Value> = nd
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        all.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()
+    );
+    let last = all.len() - 1;
+    let tail = s
+        .get(&format!("{D}/events/{id}?after_sequence={last}"))
+        .await;
+    assert_eq!(tail.0, 204);
+    let (status, body) = s
+        .post(
+            &format!("{D}/events/{id}"),
+            json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["detail"].as_str()),
+        (409, Some("Workflow already completed"))
+    );
+
+    // The session is saved in the research collection, for a frontend to reload.
+    let (status, found) = s
+        .post(
+            "/api/v1/beta/agent-data/:search",
+            json!({"deployment_name": "_public", "collection": "research-sessions",
+                   "filter": {"research_id": {"eq": id}}, "include_total": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["total_size"], 1);
+    let session = &found["items"][0]["data"];
+    assert_eq!(session["status"], "completed");
+    assert_eq!(session["report_markdown"], value["report_markdown"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_reject_edit_approve_sqlite() {
+    gate_reject_edit_approve(Dialect::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_reject_edit_approve_postgres() {
+    gate_reject_edit_approve(Dialect::Postgres).await;
+}
+
+/// `run` waits for the end; an approval sent before the run reaches its gate is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_run_with_early_approval_and_many_readers() {
+    let s = Arc::new(server(Dialect::Sqlite, None).await);
+    let runner = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.post(
+                &format!("{D}/workflows/deep-research/run"),
+                json!({"start_event": {"type": "ResearchStart", "value": {"query": QUESTION}},
+                       "handler_id": "early-1"}),
+            )
+            .await
+        })
+    };
+    let approve = json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}});
+    let sent = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let (status, body) = s
+                .post(&format!("{D}/events/early-1"), approve.clone())
+                .await;
+            match status {
+                200 => return,
+                404 => tokio::time::sleep(Duration::from_millis(5)).await,
+                other => panic!("{other}: {body}"),
+            }
+        }
+    })
+    .await;
+    assert!(sent.is_ok(), "approval delivered within the deadline");
+    // Three readers, one from the start, one from `now`, one resuming mid-way: each gets a
+    // gap-free tail ending with the result.
+    let mut readers = Vec::new();
+    for (q, last) in [("", None), ("?after_sequence=now", None), ("", Some(2))] {
+        let mut st = s.sse("early-1", q, last).await;
+        readers.push(tokio::spawn(
+            async move { read_until(&mut st, is_stop).await },
+        ));
+    }
+    let (status, handler) = tokio::time::timeout(DEADLINE, runner)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, 200, "{handler}");
+    assert_eq!(handler["handler_id"], "early-1");
+    assert_eq!(handler["result"]["value"]["status"], "completed");
+    for (n, r) in readers.into_iter().enumerate() {
+        let seen = r.await.unwrap();
+        let ids: Vec<i64> = seen.iter().map(|(i, _)| *i).collect();
+        let first = ids[0];
+        assert_eq!(
+            ids,
+            (first..first + ids.len() as i64).collect::<Vec<_>>(),
+            "reader {n}"
+        );
+        if n == 0 {
+            assert_eq!(first, 0);
+        }
+        if n == 2 {
+            assert_eq!(first, 3, "Last-Event-ID 2 resumes at 3");
+        }
+    }
+    let (status, body) = s
+        .post(
+            &format!("{D}/workflows/deep-research/run-nowait"),
+            json!({"start_event": {"query": QUESTION}, "handler_id": "early-1"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_purge() {
+    let s = server(Dialect::Sqlite, None).await;
+    let id = s.start(QUESTION).await;
+    let mut stream = s.sse(&id, "", None).await;
+    read_until(&mut stream, is_plan).await;
+    // Parked at the gate, a stream from `now` gets nothing but heartbeat comments.
+    let mut raw = s
+        .http
+        .get(s.url(&format!("{D}/events/{id}?after_sequence=now")))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let first = tokio::time::timeout(DEADLINE, raw.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(&first[..], b": heartbeat\n\n");
+    let (status, body) = s
+        .post(&format!("{D}/handlers/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!((status, body), (200, json!({"status": "cancelled"})));
+    let end = read_until(&mut stream, is_stop).await;
+    assert_eq!(end.last().unwrap().1["type"], "WorkflowCancelledEvent");
+    let (status, handler) = s.get(&format!("{D}/handlers/{id}")).await;
+    assert_eq!(
+        (status, handler["status"].as_str()),
+        (500, Some("cancelled"))
+    );
+    assert_eq!(handler["error"], Value::Null);
+    let (status, _) = s
+        .post(&format!("{D}/handlers/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 409);
+    let (status, listed) = s
+        .get("/handlers?status=cancelled&workflow_name=deep-research")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["handlers"].as_array().unwrap().len(), 1);
+    let (status, body) = s
+        .post(&format!("{D}/handlers/{id}/cancel?purge=true"), json!({}))
+        .await;
+    assert_eq!((status, body), (200, json!({"status": "deleted"})));
+    assert_eq!(s.get(&format!("{D}/handlers/{id}")).await.0, 404);
+    assert_eq!(s.get(&format!("{D}/events/{id}")).await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_schemas_and_graph() {
+    let s = server(Dialect::Sqlite, None).await;
+    let (status, workflows) = s.get(&format!("{D}/workflows")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        workflows,
+        json!({"workflows": ["deep-research", "research-metadata"]})
+    );
+    let (status, handler) = s
+        .post(
+            &format!("{D}/workflows/research-metadata/run"),
+            json!({"start_event": {}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{handler}");
+    let meta = &handler["result"]["value"];
+    assert_eq!(meta["research_collection"], "research-sessions");
+    assert_eq!(meta["json_schema"]["type"], "object");
+    let flattened = s
+        .get(&format!(
+            "{D}/results/{}",
+            handler["handler_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(flattened.1["result"], *meta);
+
+    let (_, schema) = s.get(&format!("{D}/workflows/deep-research/schema")).await;
+    assert_eq!(schema["start"]["title"], "ResearchStart");
+    assert_eq!(schema["start"]["required"], json!(["query"]));
+    assert_eq!(schema["stop"]["title"], "ResearchResult");
+    let (_, graph) = s
+        .get(&format!("{D}/workflows/deep-research/representation"))
+        .await;
+    let steps: Vec<&str> = graph["graph"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["node_type"] == "step")
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "draft_plan",
+            "await_approval",
+            "run_web_research",
+            "fetch_parse_sources",
+            "synthesize_and_patch",
+            "persist_session"
+        ]
+    );
+    let edges = graph["graph"]["edges"].as_array().unwrap();
+    assert!(edges.contains(
+        &json!({"source": "persist_session", "target": "ResearchResult", "label": null})
+    ));
+    let (_, events) = s.get(&format!("{D}/workflows/deep-research/events")).await;
+    let titles: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["title"].as_str().unwrap())
+        .collect();
+    for t in [
+        "ResearchStart",
+        "ApproveEvent",
+        "ToolCall",
+        "ToolCallResult",
+        "AgentStream",
+        "ResearchResult",
+    ] {
+        assert!(titles.contains(&t), "{t} in {titles:?}");
+    }
+    assert_eq!(s.get(&format!("{D}/workflows/nope/schema")).await.0, 404);
+    // Health at the root (app server) and under the deployment (workflow server).
+    assert_eq!(s.get("/health").await, (200, json!({"status": "Healthy"})));
+    assert_eq!(
+        s.get(&format!("{D}/health")).await,
+        (200, json!({"status": "healthy"}))
+    );
+}
+
+/// Every kind of bad request is a 4xx with a `detail` that says what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_clear_4xx() {
+    let s = server(Dialect::Sqlite, None).await;
+    let id = s.start(QUESTION).await;
+    let run = format!("{D}/workflows/deep-research/run-nowait");
+    let ev = format!("{D}/events/{id}");
+    let raw = |path: &str, ct: &str, body: &str| {
+        s.http
+            .post(s.url(path))
+            .header("content-type", ct)
+            .body(body.to_string())
+    };
+    let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
+        (
+            raw(&run, "application/json", "{\"start_event\": "),
+            400,
+            "invalid JSON body",
+        ),
+        (
+            raw(&run, "text/plain", "{}"),
+            415,
+            "expected Content-Type: application/json",
+        ),
+        (
+            raw(&run, "application/json", &"x".repeat(70 * 1024)),
+            413,
+            "larger than",
+        ),
+        (
+            raw(&format!("{D}/workflows/nope/run"), "application/json", "{}"),
+            404,
+            "Workflow not found",
+        ),
+        (
+            raw(
+                &run,
+                "application/json",
+                "{\"start_event\": {\"query\": \"  \"}}",
+            ),
+            400,
+            "the question is empty",
+        ),
+        (
+            raw(
+                &run,
+                "application/json",
+                "{\"start_event\": {\"query\": \"q\", \"settings\": {\"max_sources\": 0, \"colour\": 1}}}",
+            ),
+            400,
+            "max_sources",
+        ),
+        (
+            raw(
+                &run,
+                "application/json",
+                "{\"start_event\": {\"query\": \"q\", \"settings\": {\"max_sources\": 0, \"colour\": 1}}}",
+            ),
+            400,
+            "'colour' was unexpected",
+        ),
+        (
+            raw(
+                &run,
+                "application/json",
+                "{\"start_event\": {}, \"context\": {}}",
+            ),
+            400,
+            "'context' is not supported",
+        ),
+        (
+            raw(
+                &run,
+                "application/json",
+                "{\"start_event\": {\"query\": \"q\"}, \"handler_id\": \"a/b\"}",
+            ),
+            400,
+            "handler_id",
+        ),
+        (
+            raw(
+                "/deployments/deep-research/events/nope",
+                "application/json",
+                "{\"event\": {\"type\": \"ApproveEvent\", \"value\": {\"approved\": true}}}",
+            ),
+            404,
+            "Handler not found",
+        ),
+        (
+            raw(
+                &ev,
+                "application/json",
+                "{\"event\": {\"type\": \"Nope\", \"value\": {}}}",
+            ),
+            400,
+            "Invalid event type: Nope. Expected one of ApproveEvent",
+        ),
+        (
+            raw(&ev, "application/json", "{}"),
+            400,
+            "Event data is required",
+        ),
+        (
+            raw(
+                &ev,
+                "application/json",
+                "{\"event\": {\"type\": \"ApproveEvent\", \"value\": {\"approved\": \"yes\"}}}",
+            ),
+            400,
+            "Validation error for 'ApproveEvent'",
+        ),
+        (
+            raw(
+                &ev,
+                "application/json",
+                "{\"event\": {\"type\": \"ApproveEvent\", \"value\": {\"approved\": true, \"mood\": 1}}}",
+            ),
+            400,
+            "unknown field `mood`",
+        ),
+        (
+            raw(
+                &ev,
+                "application/json",
+                "{\"event\": {\"type\": \"ApproveEvent\", \"value\": {\"approved\": false, \"plan\": {\"question\": \"q\", \"queries\": [\"a\"], \"outline\": [\"b\"]}}}}",
+            ),
+            400,
+            "only be given with approved: true",
+        ),
+        (
+            raw(
+                &ev,
+                "application/json",
+                "{\"event\": {\"type\": \"ApproveEvent\", \"value\": {\"approved\": true}}, \"step\": \"nope\"}",
+            ),
+            400,
+            "no step named 'nope'",
+        ),
+        (
+            s.http
+                .get(s.url(&format!("{D}/events/{id}?after_sequence=soon"))),
+            400,
+            "after_sequence",
+        ),
+        (
+            s.http.get(s.url(&format!("{D}/events/{id}?sse=maybe"))),
+            400,
+            "'sse' must be true or false",
+        ),
+        (
+            s.http.get(s.url(&format!("{D}/handlers?status=sleeping"))),
+            400,
+            "unknown status 'sleeping'",
+        ),
+        (
+            s.http.get(s.url(&format!("{D}/handlers/nope"))),
+            404,
+            "Handler not found",
+        ),
+        (
+            s.http.get(s.url("/deployments/other/workflows")),
+            404,
+            "Not Found",
+        ),
+        (
+            s.http.delete(s.url(&format!("{D}/workflows"))),
+            405,
+            "Method Not Allowed",
+        ),
+        (
+            raw(
+                "/api/v1/beta/agent-data/:search",
+                "application/json",
+                "{\"deployment_name\": \"d\", \"filter\": {\"age\": {\"between\": 1}}}",
+            ),
+            400,
+            "unknown operator 'between'",
+        ),
+        (
+            raw(
+                "/api/v1/beta/agent-data/:search",
+                "application/json",
+                "{\"deployment_name\": \"d\", \"order_by\": \"name\"}",
+            ),
+            400,
+            "data.",
+        ),
+        (
+            raw(
+                "/api/v1/beta/agent-data/:search",
+                "application/json",
+                "{\"deployment_name\": \"d\", \"page_size\": 0}",
+            ),
+            400,
+            "page_size",
+        ),
+        (
+            raw(
+                "/api/v1/beta/agent-data/:search",
+                "application/json",
+                "{\"deployment_name\": \"d\", \"page_token\": \"zzz\"}",
+            ),
+            400,
+            "invalid page_token",
+        ),
+        (
+            raw(
+                "/api/v1/beta/agent-data/:search",
+                "application/json",
+                "{\"collection\": \"c\"}",
+            ),
+            400,
+            "deployment_name",
+        ),
+        (
+            raw(
+                "/api/v1/beta/agent-data/:frobnicate",
+                "application/json",
+                "{\"deployment_name\": \"d\"}",
+            ),
+            404,
+            ":search, :aggregate or :delete",
+        ),
+        (
+            raw(
+                "/api/v1/beta/agent-data",
+                "application/json",
+                "{\"deployment_name\": \"d\", \"data\": [1]}",
+            ),
+            400,
+            "'data' must be a JSON object",
+        ),
+        (
+            s.http.get(s.url("/api/v1/beta/agent-data/nope")),
+            404,
+            "not found",
+        ),
+    ];
+    for (req, want, needle) in cases {
+        let (status, body) = s.call(req).await;
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert_eq!(status, want, "{needle}: {body}");
+        assert!(detail.contains(needle), "want '{needle}' in '{detail}'");
+    }
+    // Nothing bad was stored: only the one good run exists, still at its gate.
+    let (_, listed) = s.get(&format!("{D}/handlers")).await;
+    assert_eq!(listed["handlers"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["handlers"][0]["status"], "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_data_crud_search_aggregate() {
+    let s = server(Dialect::Sqlite, None).await;
+    let base = "/api/v1/beta/agent-data";
+    let mut ids = Vec::new();
+    for (i, (name, tag)) in [
+        ("ann", "a"),
+        ("bob", "b"),
+        ("cy", "a"),
+        ("di", "b"),
+        ("ed", "a"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (status, item) = s
+            .call(
+                s.http
+                    .post(s.url(base))
+                    .header("Project-Id", "p1")
+                    .json(&json!({
+                "deployment_name": "dep", "collection": "people",
+                "data": {"name": name, "tag": tag, "age": 20 + i, "skills": [tag, "rust"]}})),
+            )
+            .await;
+        assert_eq!(status, 200, "{item}");
+        assert_eq!(item["project_id"], "p1");
+        assert!(item["created_at"].is_string());
+        ids.push(item["id"].as_str().unwrap().to_string());
+    }
+    let (_, got) = s.get(&format!("{base}/{}", ids[0])).await;
+    assert_eq!(got["data"]["name"], "ann");
+    let (status, put) = s
+        .call(
+            s.http
+                .put(s.url(&format!("{base}/{}", ids[0])))
+                .json(&json!({"data": {"name": "ann", "tag": "a", "age": 99, "skills": ["go"]}})),
+        )
+        .await;
+    assert_eq!((status, &put["data"]["age"]), (200, &json!(99)));
+
+    // Paged search with a filter and an order, following next_page_token to the end.
+    let mut names = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..10 {
+        let (status, page) = s
+            .post(
+                &format!("{base}/:search"),
+                json!({"deployment_name": "dep", "collection": "people",
+                "filter": {"age": {"gte": 21}}, "order_by": "data.age desc", "page_size": 2,
+                "page_token": token, "include_total": true}),
+            )
+            .await;
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(page["total_size"], 5);
+        names.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["data"]["name"].as_str().unwrap().to_string()),
+        );
+        token = page["next_page_token"].as_str().map(String::from);
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(names, ["ann", "ed", "di", "cy", "bob"]);
+    let (_, rust) = s
+        .post(&format!("{base}/:search"), json!({"deployment_name": "dep", "collection": "people",
+            "filter": {"skills": {"includes": ["rust"]}, "tag": {"eq": "a"}}, "order_by": "data.name"}))
+        .await;
+    let names: Vec<&str> = rust["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["data"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cy", "ed"]);
+
+    let (_, groups) = s
+        .post(
+            &format!("{base}/:aggregate"),
+            json!({"deployment_name": "dep", "collection": "people",
+            "group_by": ["tag"], "count": true, "order_by": "data.tag"}),
+        )
+        .await;
+    let counts: Vec<(String, i64)> = groups["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["group_key"]["tag"].as_str().unwrap().to_string(),
+                g["count"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(counts, [("a".to_string(), 3), ("b".to_string(), 2)]);
+    let (_, total) = s
+        .post(&format!("{base}/:aggregate"), json!({"deployment_name": "dep", "collection": "people", "group_by": [], "count": true}))
+        .await;
+    assert_eq!(total["items"][0]["count"], 5);
+
+    let (_, deleted) = s
+        .post(&format!("{base}/:delete"), json!({"deployment_name": "dep", "collection": "people", "filter": {"tag": {"eq": "b"}}}))
+        .await;
+    assert_eq!(deleted, json!({"deleted_count": 2}));
+    let (status, body) = s
+        .call(s.http.delete(s.url(&format!("{base}/{}", ids[2]))))
+        .await;
+    assert_eq!((status, body), (200, json!({})));
+    assert_eq!(s.get(&format!("{base}/{}", ids[2])).await.0, 404);
+    let (_, left) = s
+        .post(
+            &format!("{base}/:search"),
+            json!({"deployment_name": "dep", "collection": "people", "include_total": true}),
+        )
+        .await;
+    assert_eq!(left["total_size"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_key_and_cors() {
+    let s = server(Dialect::Sqlite, Some("s3cret")).await;
+    let (status, body) = s.get(&format!("{D}/workflows")).await;
+    assert_eq!(status, 401);
+    assert!(body["detail"].as_str().unwrap().contains("missing API key"));
+    let wrong = s
+        .call(
+            s.http
+                .get(s.url(&format!("{D}/workflows")))
+                .bearer_auth("nope"),
+        )
+        .await;
+    assert_eq!(wrong.0, 401);
+    let ok = s
+        .call(
+            s.http
+                .get(s.url(&format!("{D}/workflows")))
+                .bearer_auth("s3cret"),
+        )
+        .await;
+    assert_eq!(ok.0, 200);
+    assert_eq!(s.get("/healthz").await.0, 200);
+    assert_eq!(s.get(&format!("{D}/health")).await.0, 200);
+    let (status, h) = s
+        .call(
+            s.http
+                .post(s.url(&format!("{D}/workflows/deep-research/run-nowait")))
+                .bearer_auth("s3cret")
+                .json(&json!({"start_event": {"query": QUESTION}})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    // EventSource cannot send headers: the key may come in the query string.
+    let id = h["handler_id"].as_str().unwrap();
+    let mut stream = s.sse(id, "?api_key=s3cret", None).await;
+    read_until(&mut stream, is_plan).await;
+
+    // CORS: a preflight from a browser origin is answered without the key, and the origin
+    // is echoed with credentials allowed, as EventSource(url, {withCredentials: true}) needs.
+    let origin = "http://localhost:5173";
+    let pre = s
+        .http
+        .request(reqwest::Method::OPTIONS, s.url(&format!("{D}/events/{id}")))
+        .header("Origin", origin)
+        .header("Access-Control-Request-Method", "GET")
+        .header(
+            "Access-Control-Request-Headers",
+            "authorization,last-event-id",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(pre.status().is_success(), "{}", pre.status());
+    let h = pre.headers();
+    assert_eq!(h["access-control-allow-origin"], origin);
+    assert_eq!(h["access-control-allow-credentials"], "true");
+    assert!(
+        h["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("last-event-id")
+    );
+    let get = s
+        .http
+        .get(s.url(&format!("{D}/handlers/{id}")))
+        .header("Origin", origin)
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.headers()["access-control-allow-origin"], origin);
+}
+
+/// The OpenAPI document is stable (snapshot) and every path it documents is routed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_document() {
+    let s = server(Dialect::Sqlite, None).await;
+    let (status, doc) = s.get("/openapi.json").await;
+    assert_eq!(status, 200);
+    assert_eq!(s.get(&format!("{D}/openapi.json")).await.1, doc);
+    insta::assert_json_snapshot!("openapi", doc);
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for method in ops.as_object().unwrap().keys() {
+            let concrete = path
+                .replace("{name}", "deep-research")
+                .replace("{handler_id}", "none")
+                .replace("{item_id}", "none");
+            let req = s
+                .http
+                .request(method.to_uppercase().parse().unwrap(), s.url(&concrete));
+            let req = if method == "post" || method == "put" {
+                req.json(&json!({"deployment_name": "d", "data": {}}))
+            } else {
+                req
+            };
+            let (status, body) = s.call(req).await;
+            assert!(
+                !(status == 404 && body["detail"] == "Not Found") && status != 405,
+                "{method} {path} is documented but not routed: {status} {body}"
+            );
+        }
+    }
+}
