@@ -52,7 +52,13 @@ fn workflow(state: &AppState, public: &str) -> ApiResult<(String, Arc<dyn Erased
 /// The start payload from a run request: an envelope's `value` (or legacy `data`), the plain
 /// object, or `kwargs`.
 fn start_payload(req: &RunRequest) -> ApiResult<Value> {
-    if req.context.is_some() {
+    // Clients send `"context": {}` on every run; only a real context is refused.
+    let has_context = match &req.context {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(o)) => !o.is_empty(),
+        Some(_) => true,
+    };
+    if has_context {
         return Err(ApiError::bad_request(
             "'context' is not supported: Fathom keeps run state on the server",
         ));
