@@ -19,5 +19,12 @@ DATABASE_URL=$(scripts/test-db.sh)
 export DATABASE_URL
 echo "test: postgres at $DATABASE_URL"
 
+# The real clients the compatibility tests drive: Python (llama-agents-client, llama-cloud)
+# and npm (@llamaindex/workflows-client), at the versions pinned beside them.
+CLIENTS=pyproject-compat/clients
+[ -x "$CLIENTS/.venv/bin/python" ] || python3 -m venv "$CLIENTS/.venv"
+"$CLIENTS/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$CLIENTS/requirements.txt"
+(cd "$CLIENTS" && npm ci --silent --no-audit --no-fund)
+
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked -- --test-threads="${FATHOM_TEST_THREADS:-2}"
