@@ -589,7 +589,7 @@ async fn bad_input_is_a_clear_4xx() {
             raw(
                 &run,
                 "application/json",
-                "{\"start_event\": {}, \"context\": {}}",
+                "{\"start_event\": {\"query\": \"q\"}, \"context\": {\"state\": {}}}",
             ),
             400,
             "'context' is not supported",
