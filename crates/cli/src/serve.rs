@@ -15,9 +15,9 @@ use crate::research::{Context, connect, load_config, open_corpus, research_servi
 #[derive(clap::Args)]
 pub struct ServeArgs {
     /// Folder of documents the research workflow searches (set on the server, never by a
-    /// request).
+    /// request); default: `research.corpus` in the config.
     #[arg(long, env = "FATHOM_CORPUS")]
-    corpus: PathBuf,
+    corpus: Option<PathBuf>,
     #[arg(long, env = "FATHOM_HOST", default_value = "127.0.0.1")]
     host: String,
     /// Port to listen on; 0 picks a free one (the address is printed).
@@ -73,7 +73,14 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
         .parse()
         .with_context(|| format!("'{}' is not an IP address to listen on", args.host))?;
     let store = connect(ctx).await?;
-    let corpus = open_corpus(ctx, &args.corpus, false).await?;
+    let corpus_dir = args
+        .corpus
+        .clone()
+        .or_else(|| config.corpus.clone())
+        .context(
+            "no corpus to research in: pass --corpus DIR or set research.corpus in the config",
+        )?;
+    let corpus = open_corpus(ctx, &corpus_dir, false).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;

@@ -1,7 +1,7 @@
 //! Research settings: defaults and a JSON Schema read from `configs/config.json`, overridable
 //! per run, validated before a run starts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -47,6 +47,9 @@ pub struct SettingsError(pub Vec<String>);
 pub struct ResearchConfig {
     pub deployment_name: String,
     pub research_collection: String,
+    /// `research.corpus`: the folder `fathom serve` searches when `--corpus` is not given,
+    /// relative to the config file's folder.
+    pub corpus: Option<PathBuf>,
     pub defaults: Map<String, Value>,
     /// The settings schema as written, with `$ref`s.
     pub schema: Value,
@@ -72,10 +75,14 @@ impl ResearchConfig {
             path: shown.clone(),
             reason: e.to_string(),
         })?;
-        Self::from_json(&json).map_err(|reason| ConfigError::Invalid {
+        let mut config = Self::from_json(&json).map_err(|reason| ConfigError::Invalid {
             path: shown,
             reason,
-        })
+        })?;
+        if let (Some(corpus), Some(dir)) = (&config.corpus, path.and_then(Path::parent)) {
+            config.corpus = Some(dir.join(corpus));
+        }
+        Ok(config)
     }
 
     pub fn from_json(json: &Value) -> Result<ResearchConfig, String> {
@@ -104,6 +111,11 @@ impl ResearchConfig {
         let config = ResearchConfig {
             deployment_name: str_at("/agent_data/deployment_name", "_public"),
             research_collection: str_at("/agent_data/research_collection", "research-sessions"),
+            corpus: match research.get("corpus") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if !s.trim().is_empty() => Some(PathBuf::from(s.trim())),
+                Some(_) => return Err("research.corpus must be a folder path".into()),
+            },
             defaults,
             schema,
             resolved_schema,
@@ -209,6 +221,25 @@ mod tests {
         let s = config().settings(None).unwrap();
         assert!(s.require_approval);
         assert!(s.max_sources > 0);
+    }
+
+    #[test]
+    fn corpus_is_relative_to_the_config_file() {
+        assert_eq!(config().corpus, None);
+        let dir = tempfile::tempdir().unwrap();
+        let mut json: Value = serde_json::from_str(EMBEDDED_CONFIG).unwrap();
+        json["research"]["corpus"] = json!("docs");
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, json.to_string()).unwrap();
+        let loaded = ResearchConfig::load(Some(&path)).unwrap();
+        assert_eq!(loaded.corpus, Some(dir.path().join("docs")));
+        json["research"]["corpus"] = json!(3);
+        std::fs::write(&path, json.to_string()).unwrap();
+        let err = ResearchConfig::load(Some(&path)).unwrap_err().to_string();
+        assert!(
+            err.contains("research.corpus must be a folder path"),
+            "{err}"
+        );
     }
 
     #[test]
