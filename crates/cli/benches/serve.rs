@@ -106,10 +106,8 @@ struct RunTiming {
     events_per_client: Vec<usize>,
 }
 
-/// One run: start it, open `clients` SSE streams, approve once `pre` events arrived on the
-/// first, and wait for every stream to end. Returns the approval-to-resume latency (POST sent
-/// to the first post-gate event received) and what each client received.
-async fn one_run(http: &reqwest::Client, api: &str, clients: usize, pre: usize) -> RunTiming {
+/// Starts a deep-research run; returns its handler id.
+async fn start_run(http: &reqwest::Client, api: &str) -> String {
     let started: Value = http
         .post(format!("{api}/workflows/deep-research/run-nowait"))
         .json(&json!({"start_event": {"query": QUESTION}}))
@@ -119,7 +117,14 @@ async fn one_run(http: &reqwest::Client, api: &str, clients: usize, pre: usize) 
         .json()
         .await
         .unwrap();
-    let id = started["handler_id"].as_str().unwrap().to_string();
+    started["handler_id"].as_str().unwrap().to_string()
+}
+
+/// One run: start it, open `clients` SSE streams, approve once `pre` events arrived on the
+/// first, and wait for every stream to end. Returns the approval-to-resume latency (POST sent
+/// to the first post-gate event received) and what each client received.
+async fn one_run(http: &reqwest::Client, api: &str, clients: usize, pre: usize) -> RunTiming {
+    let id = start_run(http, api).await;
     let plan_seen = Arc::new(Notify::new());
     let approved_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
     let mut readers = Vec::new();
@@ -237,16 +242,7 @@ async fn load(server: &Server, runs: usize, clients: usize, shape: Shape) -> Loa
 /// Counts and sizes of what one Fathom run streams.
 async fn measure_shape(api: &str) -> Shape {
     let http = reqwest::Client::new();
-    let started: Value = http
-        .post(format!("{api}/workflows/deep-research/run-nowait"))
-        .json(&json!({"start_event": {"query": QUESTION}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = started["handler_id"].as_str().unwrap();
+    let id = start_run(&http, api).await;
     http.post(format!("{api}/events/{id}"))
         .json(&json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}}))
         .send()
