@@ -26,6 +26,7 @@ pub const DEEP_RESEARCH: &str = "deep-research";
 pub const RESEARCH_METADATA: &str = "research-metadata";
 const PLANNER: &str = "planner";
 const WRITER: &str = "writer";
+const RESEARCHER: &str = "researcher";
 
 /// A session's status, as saved in the `research-sessions` collection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -261,6 +262,11 @@ async fn await_approval(
         s.status = SessionStatus::Running;
         s.research_deadline_ms = Some(now_ms() + budget);
     });
+    // Committed with the decision: a client sees at once that the plan was taken up.
+    ctx.write_stream(&AgentInput {
+        input: vec![ChatMessage::new("user", plan.to_text())],
+        current_agent_name: RESEARCHER.into(),
+    })?;
     deps.save_session(&ctx.state()).await?;
     ctx.send(PlanApproved { plan })
 }

@@ -222,6 +222,16 @@ async fn gate_reject_edit_approve(dialect: Dialect) {
     let (status, _) = s.post(&format!("{D}/events/{id}"), approve).await;
     assert_eq!(status, 200);
     let rest = read_until(&mut stream, is_stop).await;
+    // The approval commits with an AgentInput for the research phase, carrying the plan.
+    assert_eq!(rest[0].1["type"], "AgentInput");
+    assert_eq!(rest[0].1["value"]["current_agent_name"], "researcher");
+    let handed = rest[0].1["value"]["input"][0]["blocks"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        handed.contains("Lifetimes") && !handed.contains("Examples"),
+        "{handed}"
+    );
     assert!(
         tokio::time::timeout(DEADLINE, stream.next())
             .await
