@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 const QUESTION: &str = "How does ownership work in Rust?";
-const DEADLINE: Duration = Duration::from_secs(300);
+const DEADLINE: Duration = Duration::from_secs(120);
 
 struct Server {
     name: &'static str,
@@ -102,6 +102,8 @@ struct Shape {
 
 #[derive(Debug)]
 struct RunTiming {
+    /// The run reached a terminal status within the deadline.
+    finished: bool,
     resume_ms: f64,
     events_per_client: Vec<usize>,
 }
@@ -168,7 +170,9 @@ async fn one_run(http: &reqwest::Client, api: &str, clients: usize, pre: usize) 
         .send()
         .await
         .unwrap();
-    assert!(resp.status().is_success(), "approve: {}", resp.status());
+    if !resp.status().is_success() {
+        eprintln!("{api}: approving {id} failed: {}", resp.status());
+    }
     let mut events_per_client = Vec::new();
     let mut resume_ms = f64::NAN;
     for r in readers {
@@ -178,7 +182,19 @@ async fn one_run(http: &reqwest::Client, api: &str, clients: usize, pre: usize) 
             resume_ms = l;
         }
     }
+    // A stream that ended early says nothing of the run: wait for the run itself to end.
+    let began = Instant::now();
+    let mut finished = false;
+    while began.elapsed() < DEADLINE {
+        let status = http.get(format!("{api}/handlers/{id}")).send().await;
+        if status.is_ok_and(|r| r.status() != reqwest::StatusCode::ACCEPTED) {
+            finished = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     RunTiming {
+        finished,
         resume_ms,
         events_per_client,
     }
@@ -188,6 +204,10 @@ struct LoadResult {
     runs_per_s: f64,
     p50: f64,
     p99: f64,
+    /// SSE clients whose stream ended before the run's stop event, of all clients.
+    cut_streams: (usize, usize),
+    /// Runs that did not end within the deadline.
+    stuck: usize,
     idle_rss_mib: f64,
     peak_rss_mib: f64,
 }
@@ -213,27 +233,39 @@ async fn load(server: &Server, runs: usize, clients: usize, shape: Shape) -> Loa
         })
         .collect();
     let mut latencies = Vec::new();
+    let expected = shape.pre + shape.post + 1;
+    let (mut cut, mut stuck) = (0, 0);
     for t in tasks {
-        let timing = tokio::time::timeout(DEADLINE, t)
-            .await
-            .expect("run within deadline")
-            .unwrap();
-        let expected = shape.pre + shape.post + 1;
-        assert!(
-            timing.events_per_client.iter().all(|n| *n == expected),
-            "{}: every client gets all {expected} events: {:?}",
-            server.name,
-            timing.events_per_client
-        );
-        latencies.push(timing.resume_ms);
+        let timing = match tokio::time::timeout(DEADLINE * 2, t).await {
+            Ok(Ok(timing)) if timing.finished => timing,
+            _ => {
+                stuck += 1;
+                continue;
+            }
+        };
+        cut += timing
+            .events_per_client
+            .iter()
+            .filter(|n| **n != expected)
+            .count();
+        if !timing.resume_ms.is_nan() {
+            latencies.push(timing.resume_ms);
+        }
     }
+    assert!(
+        !latencies.is_empty(),
+        "{}: no run resumed on a stream",
+        server.name
+    );
     let wall = began.elapsed().as_secs_f64();
     let (_, peak) = server.memory_kib();
     latencies.sort_by(f64::total_cmp);
     LoadResult {
-        runs_per_s: runs as f64 / wall,
+        runs_per_s: (runs - stuck) as f64 / wall,
         p50: percentile(&latencies, 0.5),
         p99: percentile(&latencies, 0.99),
+        cut_streams: (cut, runs * clients),
+        stuck,
         idle_rss_mib: idle as f64 / 1024.0,
         peak_rss_mib: peak as f64 / 1024.0,
     }
@@ -291,8 +323,15 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn report(name: &str, r: &LoadResult) {
     println!(
-        "{name:<24} {:>8.2} runs/s   resume p50 {:>7.1} ms  p99 {:>7.1} ms   rss idle {:>6.1} MiB  peak {:>6.1} MiB",
-        r.runs_per_s, r.p50, r.p99, r.idle_rss_mib, r.peak_rss_mib
+        "{name:<24} {:>8.2} runs/s   resume p50 {:>7.1} ms  p99 {:>7.1} ms   rss idle {:>6.1} MiB  peak {:>6.1} MiB   streams cut short {}/{}   runs not ended {}",
+        r.runs_per_s,
+        r.p50,
+        r.p99,
+        r.idle_rss_mib,
+        r.peak_rss_mib,
+        r.cut_streams.0,
+        r.cut_streams.1,
+        r.stuck
     );
 }
 
