@@ -26,8 +26,6 @@ pub enum ResearchError {
     QuestionTooLong(usize),
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    #[error("invalid ApproveEvent: {0}")]
-    InvalidDecision(String),
     #[error("no research session '{0}'")]
     UnknownSession(String),
     #[error(transparent)]
@@ -77,15 +75,15 @@ impl Research {
         check_start(&self.deps.config, query, settings)
     }
 
-    /// Delivers a decision to the gate of run `id`. An early decision is kept until the run
-    /// reaches the gate; the same `idempotency_key` applies once.
+    /// Delivers a decision to the gate of run `id`; the workflow checks it first (an edited
+    /// plan must be runnable). An early decision is kept until the run reaches the gate; the
+    /// same `idempotency_key` applies once.
     pub async fn decide(
         &self,
         id: &str,
         decision: ApproveEvent,
         idempotency_key: Option<String>,
     ) -> Result<DeliverOutcome, ResearchError> {
-        check_decision(&decision).map_err(ResearchError::InvalidDecision)?;
         let payload =
             serde_json::to_value(&decision).map_err(|e| StoreError::Invalid(e.to_string()))?;
         Ok(self
