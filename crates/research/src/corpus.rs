@@ -57,6 +57,8 @@ pub struct Fetched {
     pub url: String,
     pub kind: DocKind,
     pub bytes: Vec<u8>,
+    /// The charset the source declared (a web server's Content-Type), if any.
+    pub charset: Option<String>,
 }
 
 /// What a refresh did.
@@ -372,6 +374,7 @@ impl Corpus {
             url: url.to_string(),
             kind,
             bytes,
+            charset: None,
         })
     }
 }

@@ -16,6 +16,7 @@ pub mod settings;
 pub mod testing;
 pub mod text;
 pub mod tools;
+pub mod web;
 pub mod workflow;
 pub mod writer;
 

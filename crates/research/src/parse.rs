@@ -65,34 +65,89 @@ pub enum ParseError {
     Html(String),
 }
 
-/// Decodes bytes as text: UTF-8 (with a BOM or not), tolerating a few bad bytes; refuses
-/// binary data.
-pub fn decode_text(bytes: &[u8], kind: DocKind) -> Result<String, ParseError> {
+/// Decodes bytes as text. A byte-order mark wins, then the charset the server declared, then
+/// UTF-8, then (for HTML) a `<meta charset>` in the first KiB, then a statistical guess
+/// (chardetng). Refuses binary data, and undeclared bytes that decode to no plausible text.
+pub fn decode_text(
+    bytes: &[u8],
+    kind: DocKind,
+    declared: Option<&str>,
+) -> Result<String, ParseError> {
+    use encoding_rs::{Encoding, UTF_8};
+    if let Some((enc, bom)) = Encoding::for_bom(bytes) {
+        return Ok(enc.decode_without_bom_handling(&bytes[bom..]).0.into_owned());
+    }
     let head = &bytes[..bytes.len().min(8192)];
     if head.contains(&0) {
         return Err(ParseError::Binary(kind.content_type()));
     }
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    match std::str::from_utf8(bytes) {
-        Ok(s) => Ok(s.to_string()),
-        Err(_) => {
-            let lossy = String::from_utf8_lossy(bytes);
-            let bad = lossy.chars().filter(|&c| c == '\u{FFFD}').count();
-            // A stray byte or two in a large file is tolerable; more means another encoding
-            // or binary data, and quoting from it would produce garbage.
-            if bad * 200 > lossy.chars().count().max(1) {
-                Err(ParseError::NotText)
-            } else {
-                Ok(lossy.into_owned())
-            }
-        }
+    let declared = declared.and_then(|l| Encoding::for_label(l.trim().as_bytes()));
+    if let Some(enc) = declared.filter(|e| *e != UTF_8) {
+        return Ok(enc.decode_without_bom_handling(bytes).0.into_owned());
     }
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return Ok(s.to_string());
+    }
+    let sniffed = (kind == DocKind::Html)
+        .then(|| meta_charset(&bytes[..bytes.len().min(1024)]))
+        .flatten()
+        .filter(|e| *e != UTF_8);
+    if let Some(enc) = sniffed {
+        return Ok(enc.decode_without_bom_handling(bytes).0.into_owned());
+    }
+    let lossy = String::from_utf8_lossy(bytes);
+    let bad = lossy.chars().filter(|&c| c == '\u{FFFD}').count();
+    // A stray byte or two in a large UTF-8 file is tolerable.
+    if bad * 200 <= lossy.chars().count().max(1) {
+        return Ok(lossy.into_owned());
+    }
+    let mut detector = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);
+    detector.feed(bytes, true);
+    let guess = detector.guess(None, chardetng::Utf8Detection::Allow);
+    let text = guess.decode_without_bom_handling(bytes).0;
+    if guess != UTF_8 && plausible_text(&text) {
+        Ok(text.into_owned())
+    } else {
+        Err(ParseError::NotText)
+    }
+}
+
+/// The encoding a `<meta charset=...>` or `content="...; charset=..."` names.
+fn meta_charset(head: &[u8]) -> Option<&'static encoding_rs::Encoding> {
+    let lower = String::from_utf8_lossy(head).to_ascii_lowercase();
+    let at = lower.find("charset=")? + "charset=".len();
+    let label: String = lower[at..]
+        .trim_start_matches(['"', '\''])
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    encoding_rs::Encoding::for_label(label.as_bytes())
+}
+
+/// Mostly letters, digits, spaces and common punctuation: text, not decoded noise.
+fn plausible_text(text: &str) -> bool {
+    let total = text.chars().count().max(1);
+    let good = text
+        .chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace() || ".,;:!?'\"()-".contains(*c))
+        .count();
+    good * 10 >= total * 7
 }
 
 /// Parses a document: HTML through a Readability port (main content only, as Markdown),
 /// Markdown and text directly.
 pub fn parse_content(url: &str, kind: DocKind, bytes: &[u8]) -> Result<ParsedDoc, ParseError> {
-    let text = decode_text(bytes, kind)?;
+    parse_content_as(url, kind, bytes, None)
+}
+
+/// [`parse_content`] with the charset the server declared, if any.
+pub fn parse_content_as(
+    url: &str,
+    kind: DocKind,
+    bytes: &[u8],
+    charset: Option<&str>,
+) -> Result<ParsedDoc, ParseError> {
+    let text = decode_text(bytes, kind, charset)?;
     let fallback_title = url
         .rsplit('/')
         .next()
@@ -173,6 +228,21 @@ mod tests {
         );
         assert!(!all.contains("Other chapter"), "{all}");
         assert!(!all.contains("let r"), "{all}");
+    }
+
+    #[test]
+    fn charsets_declared_sniffed_and_guessed() {
+        let latin1 = b"<html><body><p>Un caf\xe9 cr\xe8me br\xfbl\xe9e, s'il vous pla\xeet.</p></body></html>";
+        let doc = parse_content_as("https://x/", DocKind::Html, latin1, Some("ISO-8859-1")).unwrap();
+        assert!(doc.blocks[0].text.contains("café crème brûlée"), "{:?}", doc.blocks);
+        let meta = b"<html><head><meta charset=\"windows-1252\"></head><body><p>na\xefve \x93quotes\x94 and more words here</p></body></html>";
+        let doc = parse_content("https://x/", DocKind::Html, meta).unwrap();
+        assert!(doc.blocks[0].text.contains("naïve “quotes”"), "{:?}", doc.blocks);
+        let sjis = encoding_rs::SHIFT_JIS.encode("日本語のテキストです。所有権について説明します。").0;
+        let text = decode_text(&sjis, DocKind::Text, None).unwrap();
+        assert!(text.contains("所有権"), "{text}");
+        let utf16 = [&[0xFF, 0xFE][..], &"hi there".encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>()].concat();
+        assert_eq!(decode_text(&utf16, DocKind::Text, None).unwrap(), "hi there");
     }
 
     #[test]

@@ -14,12 +14,13 @@ use serde_json::{Value, json};
 
 use crate::corpus::SearchHit;
 use crate::events::*;
-use crate::parse::{DocKind, ParsedDoc, parse_content};
+use crate::parse::{DocKind, ParsedDoc, parse_content_as};
 use crate::planner::{Plan, decompose_query};
 use crate::report::{Patch, Report};
 use crate::service::{Sessions, check_decision, check_start};
 use crate::settings::{ResearchConfig, Settings};
 use crate::tools::{Fetcher, Invocation, SearchProvider};
+use crate::web::canonical_url;
 use crate::writer::{draft_sections, pack_patches};
 
 pub const DEEP_RESEARCH: &str = "deep-research";
@@ -310,7 +311,9 @@ async fn run_web_research(
     'fill: for rank in 0..depth {
         for hits in &per_query {
             if let Some(h) = hits.get(rank)
-                && !chosen.iter().any(|c| c.url == h.url)
+                && !chosen
+                    .iter()
+                    .any(|c| canonical_url(&c.url) == canonical_url(&h.url))
             {
                 if chosen.len() == settings.max_sources {
                     break 'fill;
@@ -341,6 +344,8 @@ struct FetchedRef {
     kind: DocKind,
     size: usize,
     file_id: String,
+    #[serde(default)]
+    charset: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -387,6 +392,7 @@ async fn fetch_parse_sources(
                         kind: f.kind,
                         size: f.bytes.len(),
                         file_id: meta.file_id,
+                        charset: f.charset,
                     })
                 },
                 |f: &FetchedRef| format!("Fetched {} ({} bytes, {})", f.url, f.size, f.kind.content_type()),
@@ -417,8 +423,10 @@ async fn fetch_parse_sources(
                     .map_err(|e| e.to_string())?
                     .ok_or("fetched content is missing from storage")?
                     .bytes;
-                let (url, kind) = (raw.url.clone(), raw.kind);
-                let doc = tokio::task::spawn_blocking(move || parse_content(&url, kind, &bytes))
+                let (url, kind, charset) = (raw.url.clone(), raw.kind, raw.charset.clone());
+                let doc = tokio::task::spawn_blocking(move || {
+                    parse_content_as(&url, kind, &bytes, charset.as_deref())
+                })
                     .await
                     .map_err(|e| format!("parser crashed: {e}"))?
                     .map_err(|e| format!("{}: {e}", raw.url))?;

@@ -1,0 +1,253 @@
+//! The research tools on the web: `web_search` through SearxNG, Tavily or Brave, and
+//! `fetch_url` through the SSRF-safe fetcher (corpus `file://` URLs still read locally).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fathom_fetch::SafeFetcher;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::corpus::{Corpus, Fetched, SearchHit};
+use crate::parse::DocKind;
+use crate::tools::{Fetcher, SearchProvider};
+
+/// The form of a URL two results are compared by: lower-case scheme and host, no default
+/// port, no fragment, no tracking parameters, no trailing slash on a non-root path.
+pub fn canonical_url(raw: &str) -> String {
+    let Ok(mut url) = url::Url::parse(raw.trim()) else {
+        return raw.trim().to_string();
+    };
+    url.set_fragment(None);
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| {
+            let k = k.to_ascii_lowercase();
+            !(k.starts_with("utm_") || matches!(k.as_str(), "fbclid" | "gclid" | "ref" | "ref_src"))
+        })
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    if kept.is_empty() {
+        url.set_query(None);
+    } else {
+        url.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    let mut s = url.to_string();
+    if url.path().len() > 1 && url.query().is_none() && s.ends_with('/') {
+        s.pop();
+    }
+    s
+}
+
+/// `fetch_url`: web URLs through the safe fetcher, `file://` URLs from the corpus.
+pub struct WebFetcher {
+    safe: SafeFetcher,
+    corpus: Option<Arc<Corpus>>,
+}
+
+impl WebFetcher {
+    pub fn new(safe: SafeFetcher, corpus: Option<Arc<Corpus>>) -> WebFetcher {
+        WebFetcher { safe, corpus }
+    }
+}
+
+#[async_trait]
+impl Fetcher for WebFetcher {
+    async fn fetch(&self, url: &str) -> Result<Fetched, String> {
+        if url.starts_with("file://") {
+            return match &self.corpus {
+                Some(c) => Fetcher::fetch(c.as_ref(), url).await,
+                None => Err(format!("{url}: no local corpus is configured")),
+            };
+        }
+        let f = self.safe.fetch(url).await.map_err(|e| e.to_string())?;
+        let kind = DocKind::from_content_type(&f.content_type)
+            .or_else(|| DocKind::from_path(url::Url::parse(&f.final_url).ok()?.path()))
+            .ok_or_else(|| {
+                format!(
+                    "{} is {}, which Fathom does not read",
+                    f.final_url,
+                    if f.content_type.is_empty() { "of no declared type" } else { &f.content_type }
+                )
+            })?;
+        Ok(Fetched {
+            url: f.url,
+            kind,
+            bytes: f.bytes,
+            charset: f.charset,
+        })
+    }
+}
+
+/// A web search API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchApi {
+    /// A SearxNG instance's JSON API (`/search?format=json`).
+    Searxng { base_url: String },
+    Tavily { base_url: String, api_key: String },
+    Brave { base_url: String, api_key: String },
+}
+
+impl SearchApi {
+    pub fn name(&self) -> &'static str {
+        match self {
+            SearchApi::Searxng { .. } => "searxng",
+            SearchApi::Tavily { .. } => "tavily",
+            SearchApi::Brave { .. } => "brave",
+        }
+    }
+}
+
+/// `web_search` through a search API, with retries on 429, 5xx and timeouts.
+pub struct WebSearch {
+    api: SearchApi,
+    http: reqwest::Client,
+    attempts: u32,
+    backoff: Duration,
+}
+
+impl WebSearch {
+    pub fn new(api: SearchApi, timeout: Duration) -> Result<WebSearch, String> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("fathom/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(WebSearch {
+            api,
+            http,
+            attempts: 3,
+            backoff: Duration::from_millis(500),
+        })
+    }
+
+    /// Fewer, quicker retries (tests).
+    pub fn with_retries(mut self, attempts: u32, backoff: Duration) -> WebSearch {
+        self.attempts = attempts.max(1);
+        self.backoff = backoff;
+        self
+    }
+
+    fn request(&self, query: &str, limit: usize) -> reqwest::RequestBuilder {
+        match &self.api {
+            SearchApi::Searxng { base_url } => self
+                .http
+                .get(format!("{}/search", base_url.trim_end_matches('/')))
+                .query(&[("q", query), ("format", "json")]),
+            SearchApi::Tavily { base_url, api_key } => self
+                .http
+                .post(format!("{}/search", base_url.trim_end_matches('/')))
+                .bearer_auth(api_key)
+                .json(&json!({"query": query, "max_results": limit, "search_depth": "basic"})),
+            SearchApi::Brave { base_url, api_key } => self
+                .http
+                .get(format!("{}/res/v1/web/search", base_url.trim_end_matches('/')))
+                .header("X-Subscription-Token", api_key)
+                .header("Accept", "application/json")
+                .query(&[("q", query), ("count", &limit.min(20).to_string())]),
+        }
+    }
+
+    fn hits(&self, body: &Value, limit: usize) -> Vec<SearchHit> {
+        #[derive(Deserialize)]
+        struct Row {
+            #[serde(default)]
+            url: String,
+            #[serde(default)]
+            title: String,
+            #[serde(default, alias = "description")]
+            content: String,
+            #[serde(default)]
+            score: Option<f64>,
+        }
+        let rows = match &self.api {
+            SearchApi::Brave { .. } => body.pointer("/web/results"),
+            _ => body.get("results"),
+        };
+        let rows: Vec<Row> = rows
+            .and_then(|r| serde_json::from_value(r.clone()).ok())
+            .unwrap_or_default();
+        let n = rows.len().max(1) as f64;
+        rows.into_iter()
+            .filter(|r| r.url.starts_with("http://") || r.url.starts_with("https://"))
+            .take(limit)
+            .enumerate()
+            .map(|(i, r)| SearchHit {
+                title: if r.title.trim().is_empty() { r.url.clone() } else { r.title.trim().to_string() },
+                url: r.url,
+                heading: String::new(),
+                snippet: strip_tags(&r.content),
+                score: r.score.unwrap_or(1.0 - i as f64 / n),
+            })
+            .collect()
+    }
+}
+
+/// Search snippets sometimes carry `<strong>` highlighting.
+fn strip_tags(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_tag = false;
+    for c in s.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[async_trait]
+impl SearchProvider for WebSearch {
+    fn name(&self) -> &str {
+        self.api.name()
+    }
+
+    async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String> {
+        let mut last = String::new();
+        for attempt in 1..=self.attempts {
+            let wait = match self.request(query, limit).send().await {
+                Ok(resp) if resp.status().is_success() => {
+                    let body: Value = resp
+                        .json()
+                        .await
+                        .map_err(|e| format!("{} answered with unreadable JSON: {e}", self.api.name()))?;
+                    return Ok(self.hits(&body, limit));
+                }
+                Ok(resp) => {
+                    let status = resp.status();
+                    let retry_after = resp
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(|s| Duration::from_secs(s.min(30)));
+                    last = format!("{} answered HTTP {}", self.api.name(), status.as_u16());
+                    if status.as_u16() == 429 || status.is_server_error() {
+                        retry_after
+                    } else {
+                        // 4xx other than 429 (a bad key, a bad query) will not get better.
+                        return Err(format!("{last}; check the search settings"));
+                    }
+                }
+                Err(e) if e.is_timeout() => {
+                    last = format!("{} timed out", self.api.name());
+                    None
+                }
+                Err(e) => {
+                    last = format!("cannot reach {}: {e}", self.api.name());
+                    None
+                }
+            };
+            if attempt < self.attempts {
+                let backoff = self.backoff * 2u32.pow(attempt - 1);
+                tokio::time::sleep(wait.unwrap_or(backoff).max(backoff)).await;
+            }
+        }
+        Err(format!("{last} ({} attempts); results from other queries are used", self.attempts))
+    }
+}
