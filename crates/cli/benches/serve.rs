@@ -218,7 +218,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 async fn load(server: &Server, runs: usize, clients: usize, shape: Shape) -> LoadResult {
-    let http = reqwest::Client::builder()
+    let http = fathom_fetch::client_builder()
         .timeout(DEADLINE)
         .pool_max_idle_per_host(runs * (clients + 1))
         .build()
@@ -273,7 +273,7 @@ async fn load(server: &Server, runs: usize, clients: usize, shape: Shape) -> Loa
 
 /// Counts and sizes of what one Fathom run streams.
 async fn measure_shape(api: &str) -> Shape {
-    let http = reqwest::Client::new();
+    let http = fathom_fetch::client_builder().build().unwrap();
     let id = start_run(&http, api).await;
     http.post(format!("{api}/events/{id}"))
         .json(&json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}}))
@@ -396,7 +396,7 @@ async fn main() {
     }
     let baseline = start("llama-agents-server", cmd, "baseline serving", "");
     // uvicorn starts listening a moment after the script prints.
-    let http = reqwest::Client::new();
+    let http = fathom_fetch::client_builder().build().unwrap();
     let ready = Instant::now();
     while http
         .get(format!("{}/workflows", baseline.api))

@@ -171,15 +171,19 @@ pub(crate) fn research_service(
     store: Arc<SqlStore>,
     corpus: Arc<Corpus>,
     engine_config: EngineConfig,
-) -> Research {
+) -> anyhow::Result<Research> {
+    // `web_search` and `fetch_url` as the config's search and fetch sections say; the corpus
+    // serves its own file:// URLs either way.
+    let tools =
+        fathom_research::web::web_tools(&config.web, Some(corpus)).map_err(|e| anyhow!(e))?;
     let deps = ResearchDeps {
         config,
-        search: corpus.clone(),
-        fetcher: corpus,
+        search: tools.search,
+        fetcher: tools.fetcher,
         sessions: store.clone(),
         artifacts: store.clone(),
     };
-    Research::new(store, engine_config, deps)
+    Ok(Research::new(store, engine_config, deps))
 }
 
 fn build(
@@ -187,10 +191,10 @@ fn build(
     store: Arc<SqlStore>,
     corpus: Arc<Corpus>,
     run_id: &str,
-) -> Opened {
+) -> anyhow::Result<Opened> {
     // One owner id per session: a resumed session takes its run back from a dead process at
     // once instead of waiting for the lease to expire.
-    Opened {
+    Ok(Opened {
         research: research_service(
             config,
             store.clone(),
@@ -199,9 +203,9 @@ fn build(
                 owner: format!("cli-{run_id}"),
                 ..Default::default()
             },
-        ),
+        )?,
         store,
-    }
+    })
 }
 
 pub async fn research(ctx: &Context, args: ResearchArgs) -> anyhow::Result<ExitCode> {
@@ -212,7 +216,7 @@ pub async fn research(ctx: &Context, args: ResearchArgs) -> anyhow::Result<ExitC
     let store = connect(ctx).await?;
     let corpus = open_corpus(ctx, &args.corpus, args.events).await?;
     let run_id = new_id();
-    let opened = build(config, store.clone(), corpus.clone(), &run_id);
+    let opened = build(config, store.clone(), corpus.clone(), &run_id)?;
     let run = opened
         .research
         .engine
@@ -288,7 +292,7 @@ pub async fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<ExitCode>
             .map(PathBuf::from)
     });
     let corpus = open_corpus(ctx, &corpus_dir, args.events).await?;
-    let opened = build(config, store.clone(), corpus, &args.id);
+    let opened = build(config, store.clone(), corpus, &args.id)?;
     if run.status == RunStatus::Waiting {
         if args.yes {
             let d = ApproveEvent {

@@ -94,7 +94,7 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
         max_concurrent_runs: args.max_concurrent_runs.max(1),
         ..Default::default()
     };
-    let research = research_service(config, store.clone(), corpus, engine_config);
+    let research = research_service(config, store.clone(), corpus, engine_config)?;
     let server_config = ServerConfig {
         api_key: args.api_key.clone().filter(|k| !k.is_empty()),
         cors_origins: args.cors_origins.clone(),

@@ -116,7 +116,7 @@ impl Served {
 }
 
 fn http() -> reqwest::Client {
-    reqwest::Client::builder()
+    fathom_fetch::client_builder()
         .timeout(DEADLINE)
         .build()
         .unwrap()

@@ -139,10 +139,22 @@ const MAX_ADDRS: usize = 16;
 /// robots.txt bodies are cut here.
 const ROBOTS_MAX_BYTES: usize = 512 * 1024;
 
+/// Installs the process-wide TLS provider (ring) that every reqwest client here needs;
+/// repeated calls do nothing.
+pub fn install_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A reqwest client builder with TLS ready, for the HTTP clients that are not fetchers
+/// (search APIs, tests, benchmarks).
+pub fn client_builder() -> reqwest::ClientBuilder {
+    install_tls();
+    reqwest::Client::builder()
+}
+
 impl SafeFetcher {
     pub fn new(config: FetchConfig) -> SafeFetcher {
-        // One process-wide TLS provider; a second install is a no-op error.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_tls();
         SafeFetcher {
             config,
             robots: Mutex::new(HashMap::new()),

@@ -75,7 +75,12 @@ pub fn decode_text(
 ) -> Result<String, ParseError> {
     use encoding_rs::{Encoding, UTF_8};
     if let Some((enc, bom)) = Encoding::for_bom(bytes) {
-        return Ok(enc.decode_without_bom_handling(&bytes[bom..]).0.into_owned());
+        let text = enc.decode_without_bom_handling(&bytes[bom..]).0;
+        // A BOM in front of binary data (FF FE 00 00 is also UTF-32's) decodes to NULs.
+        if text.contains('\0') {
+            return Err(ParseError::Binary(kind.content_type()));
+        }
+        return Ok(text.into_owned());
     }
     let head = &bytes[..bytes.len().min(8192)];
     if head.contains(&0) {
@@ -233,16 +238,37 @@ mod tests {
     #[test]
     fn charsets_declared_sniffed_and_guessed() {
         let latin1 = b"<html><body><p>Un caf\xe9 cr\xe8me br\xfbl\xe9e, s'il vous pla\xeet.</p></body></html>";
-        let doc = parse_content_as("https://x/", DocKind::Html, latin1, Some("ISO-8859-1")).unwrap();
-        assert!(doc.blocks[0].text.contains("café crème brûlée"), "{:?}", doc.blocks);
+        let doc =
+            parse_content_as("https://x/", DocKind::Html, latin1, Some("ISO-8859-1")).unwrap();
+        assert!(
+            doc.blocks[0].text.contains("café crème brûlée"),
+            "{:?}",
+            doc.blocks
+        );
         let meta = b"<html><head><meta charset=\"windows-1252\"></head><body><p>na\xefve \x93quotes\x94 and more words here</p></body></html>";
         let doc = parse_content("https://x/", DocKind::Html, meta).unwrap();
-        assert!(doc.blocks[0].text.contains("naïve “quotes”"), "{:?}", doc.blocks);
-        let sjis = encoding_rs::SHIFT_JIS.encode("日本語のテキストです。所有権について説明します。").0;
+        assert!(
+            doc.blocks[0].text.contains("naïve “quotes”"),
+            "{:?}",
+            doc.blocks
+        );
+        let sjis = encoding_rs::SHIFT_JIS
+            .encode("日本語のテキストです。所有権について説明します。")
+            .0;
         let text = decode_text(&sjis, DocKind::Text, None).unwrap();
         assert!(text.contains("所有権"), "{text}");
-        let utf16 = [&[0xFF, 0xFE][..], &"hi there".encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>()].concat();
-        assert_eq!(decode_text(&utf16, DocKind::Text, None).unwrap(), "hi there");
+        let utf16 = [
+            &[0xFF, 0xFE][..],
+            &"hi there"
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes)
+                .collect::<Vec<u8>>(),
+        ]
+        .concat();
+        assert_eq!(
+            decode_text(&utf16, DocKind::Text, None).unwrap(),
+            "hi there"
+        );
     }
 
     #[test]

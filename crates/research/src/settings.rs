@@ -50,6 +50,8 @@ pub struct ResearchConfig {
     /// `research.corpus`: the folder `fathom serve` searches when `--corpus` is not given,
     /// relative to the config file's folder.
     pub corpus: Option<PathBuf>,
+    /// `search` and `fetch`: where `web_search` looks and how `fetch_url` reads the web.
+    pub web: WebConfig,
     pub defaults: Map<String, Value>,
     /// The settings schema as written, with `$ref`s.
     pub schema: Value,
@@ -111,6 +113,7 @@ impl ResearchConfig {
         let config = ResearchConfig {
             deployment_name: str_at("/agent_data/deployment_name", "_public"),
             research_collection: str_at("/agent_data/research_collection", "research-sessions"),
+            web: WebConfig::from_json(json)?,
             corpus: match research.get("corpus") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) if !s.trim().is_empty() => Some(PathBuf::from(s.trim())),
@@ -205,6 +208,71 @@ pub fn resolve_refs(schema: &Value) -> Result<Value, String> {
         }
     }
     walk(schema, schema, 0)
+}
+
+/// The `search` and `fetch` sections of the config.
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    /// `corpus`, `searxng`, `tavily` or `brave`.
+    pub provider: String,
+    pub base_url: Option<String>,
+    /// The environment variable holding the search API key.
+    pub api_key_env: Option<String>,
+    pub search_timeout: std::time::Duration,
+    pub fetch: fathom_fetch::FetchConfig,
+}
+
+impl WebConfig {
+    fn from_json(json: &Value) -> Result<WebConfig, String> {
+        let search = json.get("search").cloned().unwrap_or(Value::Null);
+        let fetch = json.get("fetch").cloned().unwrap_or(Value::Null);
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let num = |v: &Value, k: &str, default: u64| -> Result<u64, String> {
+            match v.get(k) {
+                None | Some(Value::Null) => Ok(default),
+                Some(x) => x
+                    .as_u64()
+                    .ok_or_else(|| format!("{k} must be a non-negative integer")),
+            }
+        };
+        let flag = |v: &Value, k: &str, default: bool| -> Result<bool, String> {
+            match v.get(k) {
+                None | Some(Value::Null) => Ok(default),
+                Some(x) => x
+                    .as_bool()
+                    .ok_or_else(|| format!("fetch.{k} must be true or false")),
+            }
+        };
+        let provider = text(&search, "provider").unwrap_or_else(|| "corpus".into());
+        if !matches!(provider.as_str(), "corpus" | "searxng" | "tavily" | "brave") {
+            return Err(format!(
+                "search.provider '{provider}' is not one of corpus, searxng, tavily, brave"
+            ));
+        }
+        let defaults = fathom_fetch::FetchConfig::default();
+        Ok(WebConfig {
+            provider,
+            base_url: text(&search, "base_url"),
+            api_key_env: text(&search, "api_key_env"),
+            search_timeout: std::time::Duration::from_secs(
+                num(&search, "timeout_seconds", 15)?.max(1),
+            ),
+            fetch: fathom_fetch::FetchConfig {
+                allow_private_networks: flag(&fetch, "allow_private_networks", false)?,
+                obey_robots: flag(&fetch, "obey_robots", true)?,
+                max_bytes: num(&fetch, "max_bytes", defaults.max_bytes as u64)? as usize,
+                total_timeout: std::time::Duration::from_secs(
+                    num(&fetch, "timeout_seconds", 30)?.max(1),
+                ),
+                per_host_interval: std::time::Duration::from_millis(num(
+                    &fetch,
+                    "per_host_interval_ms",
+                    500,
+                )?),
+                ..defaults
+            },
+        })
+    }
 }
 
 #[cfg(test)]

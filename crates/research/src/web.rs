@@ -20,6 +20,10 @@ pub fn canonical_url(raw: &str) -> String {
         return raw.trim().to_string();
     };
     url.set_fragment(None);
+    if url.path().len() > 1 && url.path().ends_with('/') {
+        let trimmed = url.path().trim_end_matches('/').to_string();
+        url.set_path(&trimmed);
+    }
     let kept: Vec<(String, String)> = url
         .query_pairs()
         .filter(|(k, _)| {
@@ -33,11 +37,7 @@ pub fn canonical_url(raw: &str) -> String {
     } else {
         url.query_pairs_mut().clear().extend_pairs(kept);
     }
-    let mut s = url.to_string();
-    if url.path().len() > 1 && url.query().is_none() && s.ends_with('/') {
-        s.pop();
-    }
-    s
+    url.to_string()
 }
 
 /// `fetch_url`: web URLs through the safe fetcher, `file://` URLs from the corpus.
@@ -68,7 +68,11 @@ impl Fetcher for WebFetcher {
                 format!(
                     "{} is {}, which Fathom does not read",
                     f.final_url,
-                    if f.content_type.is_empty() { "of no declared type" } else { &f.content_type }
+                    if f.content_type.is_empty() {
+                        "of no declared type"
+                    } else {
+                        &f.content_type
+                    }
                 )
             })?;
         Ok(Fetched {
@@ -84,9 +88,17 @@ impl Fetcher for WebFetcher {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SearchApi {
     /// A SearxNG instance's JSON API (`/search?format=json`).
-    Searxng { base_url: String },
-    Tavily { base_url: String, api_key: String },
-    Brave { base_url: String, api_key: String },
+    Searxng {
+        base_url: String,
+    },
+    Tavily {
+        base_url: String,
+        api_key: String,
+    },
+    Brave {
+        base_url: String,
+        api_key: String,
+    },
 }
 
 impl SearchApi {
@@ -109,8 +121,7 @@ pub struct WebSearch {
 
 impl WebSearch {
     pub fn new(api: SearchApi, timeout: Duration) -> Result<WebSearch, String> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let http = fathom_fetch::client_builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("fathom/", env!("CARGO_PKG_VERSION")))
@@ -144,7 +155,10 @@ impl WebSearch {
                 .json(&json!({"query": query, "max_results": limit, "search_depth": "basic"})),
             SearchApi::Brave { base_url, api_key } => self
                 .http
-                .get(format!("{}/res/v1/web/search", base_url.trim_end_matches('/')))
+                .get(format!(
+                    "{}/res/v1/web/search",
+                    base_url.trim_end_matches('/')
+                ))
                 .header("X-Subscription-Token", api_key)
                 .header("Accept", "application/json")
                 .query(&[("q", query), ("count", &limit.min(20).to_string())]),
@@ -176,7 +190,11 @@ impl WebSearch {
             .take(limit)
             .enumerate()
             .map(|(i, r)| SearchHit {
-                title: if r.title.trim().is_empty() { r.url.clone() } else { r.title.trim().to_string() },
+                title: if r.title.trim().is_empty() {
+                    r.url.clone()
+                } else {
+                    r.title.trim().to_string()
+                },
                 url: r.url,
                 heading: String::new(),
                 snippet: strip_tags(&r.content),
@@ -212,10 +230,9 @@ impl SearchProvider for WebSearch {
         for attempt in 1..=self.attempts {
             let wait = match self.request(query, limit).send().await {
                 Ok(resp) if resp.status().is_success() => {
-                    let body: Value = resp
-                        .json()
-                        .await
-                        .map_err(|e| format!("{} answered with unreadable JSON: {e}", self.api.name()))?;
+                    let body: Value = resp.json().await.map_err(|e| {
+                        format!("{} answered with unreadable JSON: {e}", self.api.name())
+                    })?;
                     return Ok(self.hits(&body, limit));
                 }
                 Ok(resp) => {
@@ -248,6 +265,76 @@ impl SearchProvider for WebSearch {
                 tokio::time::sleep(wait.unwrap_or(backoff).max(backoff)).await;
             }
         }
-        Err(format!("{last} ({} attempts); results from other queries are used", self.attempts))
+        Err(format!(
+            "{last} ({} attempts); results from other queries are used",
+            self.attempts
+        ))
     }
+}
+
+/// The two web tools: where `web_search` looks and how `fetch_url` reads.
+pub struct WebTools {
+    pub search: Arc<dyn SearchProvider>,
+    pub fetcher: Arc<dyn Fetcher>,
+}
+
+/// The `web_search` and `fetch_url` tools the config asks for. The corpus, when given, serves
+/// `file://` URLs and is the search provider for `provider: corpus`.
+pub fn web_tools(
+    config: &crate::settings::WebConfig,
+    corpus: Option<Arc<Corpus>>,
+) -> Result<WebTools, String> {
+    let fetcher: Arc<dyn Fetcher> = Arc::new(WebFetcher::new(
+        SafeFetcher::new(config.fetch.clone()),
+        corpus.clone(),
+    ));
+    let key = || -> Result<String, String> {
+        let var = config
+            .api_key_env
+            .clone()
+            .unwrap_or_else(|| format!("{}_API_KEY", config.provider.to_ascii_uppercase()));
+        std::env::var(&var)
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "search.provider {} needs an API key in ${var}",
+                    config.provider
+                )
+            })
+    };
+    let base = |default: &str| {
+        config
+            .base_url
+            .clone()
+            .unwrap_or_else(|| default.to_string())
+    };
+    let api = match config.provider.as_str() {
+        "corpus" => {
+            let corpus = corpus.ok_or("search.provider corpus needs a corpus folder")?;
+            return Ok(WebTools {
+                search: corpus,
+                fetcher,
+            });
+        }
+        "searxng" => SearchApi::Searxng {
+            base_url: config
+                .base_url
+                .clone()
+                .ok_or("search.provider searxng needs search.base_url")?,
+        },
+        "tavily" => SearchApi::Tavily {
+            base_url: base("https://api.tavily.com"),
+            api_key: key()?,
+        },
+        "brave" => SearchApi::Brave {
+            base_url: base("https://api.search.brave.com"),
+            api_key: key()?,
+        },
+        other => return Err(format!("unknown search provider '{other}'")),
+    };
+    Ok(WebTools {
+        search: Arc::new(WebSearch::new(api, config.search_timeout)?),
+        fetcher,
+    })
 }

@@ -427,9 +427,9 @@ async fn fetch_parse_sources(
                 let doc = tokio::task::spawn_blocking(move || {
                     parse_content_as(&url, kind, &bytes, charset.as_deref())
                 })
-                    .await
-                    .map_err(|e| format!("parser crashed: {e}"))?
-                    .map_err(|e| format!("{}: {e}", raw.url))?;
+                .await
+                .map_err(|e| format!("parser crashed: {e}"))?
+                .map_err(|e| format!("{}: {e}", raw.url))?;
                 let json = serde_json::to_vec(&doc).map_err(|e| e.to_string())?;
                 let meta = artifacts
                     .put_artifact("application/vnd.fathom.parsed+json", &json)

@@ -81,7 +81,7 @@ async fn server(dialect: Dialect, api_key: Option<&str>) -> Server {
     tokio::spawn(research.engine.clone().run_worker(stop_rx));
     Server {
         base,
-        http: reqwest::Client::builder()
+        http: fathom_fetch::client_builder()
             .timeout(DEADLINE)
             .build()
             .unwrap(),
