@@ -1,5 +1,6 @@
 //! `fathom`: the command-line tool.
 
+mod fetch;
 mod research;
 mod serve;
 
@@ -57,6 +58,8 @@ enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+    /// Fetches one URL safely and prints it as Markdown with its metadata.
+    Fetch(fetch::FetchArgs),
     /// Indexes (or brings up to date) a corpus folder.
     Index {
         /// The corpus folder.
@@ -130,6 +133,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Research(args) => return research::research(&ctx, args).await,
         Command::Serve(args) => return serve::serve(&ctx, args).await,
+        Command::Fetch(args) => return fetch::fetch(&ctx, args).await,
         Command::Resume(args) => return research::resume(&ctx, args).await,
         Command::Sessions { command } => match command {
             SessionsCommand::List { limit } => research::sessions_list(&ctx, limit).await?,

@@ -84,6 +84,20 @@ impl Fetcher for WebFetcher {
     }
 }
 
+/// The kind of a fetched document: its declared type, else its URL's extension.
+pub fn kind_of(f: &fathom_fetch::Fetched) -> Result<DocKind, String> {
+    DocKind::from_content_type(&f.content_type)
+        .or_else(|| DocKind::from_path(url::Url::parse(&f.final_url).ok()?.path()))
+        .ok_or_else(|| {
+            let ct = if f.content_type.is_empty() {
+                "of no declared type"
+            } else {
+                &f.content_type
+            };
+            format!("{} is {ct}, which Fathom does not read", f.final_url)
+        })
+}
+
 /// A web search API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SearchApi {
