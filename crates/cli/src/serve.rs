@@ -102,7 +102,12 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
         ..ServerConfig::new(deployment.clone())
     };
-    let state = AppState::new(research.engine.clone(), store.clone(), server_config)?;
+    let state = AppState::new(
+        research.engine.clone(),
+        store.clone(),
+        store.clone(),
+        server_config,
+    )?;
     let app = fathom_server::router(state);
 
     let (stop_tx, stop_rx) = watch::channel(false);

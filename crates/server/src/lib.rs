@@ -28,7 +28,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use fathom_engine::Engine;
-use fathom_engine::store::CollectionStore;
+use fathom_engine::store::{ArtifactStore, CollectionStore};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
@@ -68,6 +68,8 @@ impl ServerConfig {
 pub struct AppState {
     pub engine: Arc<Engine>,
     pub collections: Arc<dyn CollectionStore>,
+    /// Fetched documents and reports, served at `/artifacts/{file_id}`.
+    pub artifacts: Arc<dyn ArtifactStore>,
     pub config: ServerConfig,
 }
 
@@ -76,6 +78,7 @@ impl AppState {
     pub fn new(
         engine: Arc<Engine>,
         collections: Arc<dyn CollectionStore>,
+        artifacts: Arc<dyn ArtifactStore>,
         config: ServerConfig,
     ) -> Result<Arc<AppState>, DeploymentError> {
         for (public, engine_name) in &config.deployment.workflows {
@@ -93,6 +96,7 @@ impl AppState {
         Ok(Arc::new(AppState {
             engine,
             collections,
+            artifacts,
             config,
         }))
     }

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use utoipa::OpenApi;
 
-use crate::routes::{agent_data, events, handlers, health, workflows};
+use crate::routes::{agent_data, artifacts, events, handlers, health, workflows};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -29,6 +29,7 @@ use crate::routes::{agent_data, events, handlers, health, workflows};
         handlers::get_result,
         events::stream_events,
         events::send_event,
+        artifacts::get_artifact,
         agent_data::create_item,
         agent_data::get_item,
         agent_data::update_item,
@@ -43,6 +44,7 @@ use crate::routes::{agent_data, events, handlers, health, workflows};
         (name = "handlers", description = "Runs (handlers): status, results, cancellation"),
         (name = "events", description = "A run's event stream, and events sent into it"),
         (name = "agent-data", description = "JSON items by deployment and collection"),
+        (name = "artifacts", description = "Fetched sources, parsed text and reports, by sha256"),
     )
 )]
 struct ApiDoc;

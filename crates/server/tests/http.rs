@@ -64,7 +64,7 @@ async fn server(dialect: Dialect, api_key: Option<&str>) -> Server {
         body_limit: 64 * 1024,
         ..ServerConfig::new(Deployment::load(None).unwrap())
     };
-    let state = AppState::new(research.engine.clone(), store, config).unwrap();
+    let state = AppState::new(research.engine.clone(), store.clone(), store, config).unwrap();
     let app = fathom_server::router(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -306,6 +306,22 @@ async fn gate_reject_edit_approve(dialect: Dialect) {
         (status, body["detail"].as_str()),
         (409, Some("Workflow already completed"))
     );
+
+    // The report and every fetched source are downloadable by content address, inert.
+    let report_id = value["report_file_id"].as_str().unwrap();
+    let resp = s
+        .http
+        .get(s.url(&format!("{D}/artifacts/{report_id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()["content-security-policy"],
+        "sandbox; default-src 'none'"
+    );
+    assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(resp.text().await.unwrap(), report);
 
     // The session is saved in the research collection, for a frontend to reload.
     let (status, found) = s

@@ -2,6 +2,7 @@
 //! `#[utoipa::path]` so `/openapi.json` documents exactly what is routed here.
 
 pub mod agent_data;
+pub mod artifacts;
 pub mod events;
 pub mod handlers;
 pub mod health;
@@ -43,6 +44,7 @@ pub fn workflows_api() -> Router<State> {
             "/events/{handler_id}",
             get(events::stream_events).post(events::send_event),
         )
+        .route("/artifacts/{file_id}", get(artifacts::get_artifact))
         .route("/openapi.json", get(health::openapi_json))
 }
 
