@@ -7,6 +7,7 @@
 //! `research-metadata` tells a frontend the settings schema and where sessions are saved.
 
 pub mod corpus;
+pub mod docx;
 pub mod events;
 pub mod parse;
 pub mod planner;

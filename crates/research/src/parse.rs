@@ -4,13 +4,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::text::{Block, markdown_blocks, plain_blocks};
 
-/// The document kinds Fathom reads. PDF and DOCX join with the web fetcher.
+const DOCX_TYPE: &str = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+
+/// The document kinds Fathom reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DocKind {
     Html,
     Markdown,
     Text,
+    Docx,
 }
 
 impl DocKind {
@@ -21,6 +24,7 @@ impl DocKind {
             "html" | "htm" | "xhtml" => Some(DocKind::Html),
             "md" | "markdown" | "mdown" => Some(DocKind::Markdown),
             "txt" | "text" | "rst" => Some(DocKind::Text),
+            "docx" => Some(DocKind::Docx),
             _ => None,
         }
     }
@@ -30,6 +34,7 @@ impl DocKind {
             DocKind::Html => "text/html",
             DocKind::Markdown => "text/markdown",
             DocKind::Text => "text/plain",
+            DocKind::Docx => DOCX_TYPE,
         }
     }
 
@@ -39,6 +44,7 @@ impl DocKind {
             "text/html" | "application/xhtml+xml" => Some(DocKind::Html),
             "text/markdown" | "text/x-markdown" => Some(DocKind::Markdown),
             "text/plain" => Some(DocKind::Text),
+            DOCX_TYPE => Some(DocKind::Docx),
             _ => None,
         }
     }
@@ -63,6 +69,8 @@ pub enum ParseError {
     Empty,
     #[error("unreadable HTML: {0}")]
     Html(String),
+    #[error("unreadable DOCX: {0}")]
+    Docx(String),
 }
 
 /// Decodes bytes as text. A byte-order mark wins, then the charset the server declared, then
@@ -152,7 +160,14 @@ pub fn parse_content_as(
     bytes: &[u8],
     charset: Option<&str>,
 ) -> Result<ParsedDoc, ParseError> {
-    let text = decode_text(bytes, kind, charset)?;
+    let (docx_title, text) = match kind {
+        DocKind::Docx => {
+            let (title, markdown) =
+                crate::docx::docx_to_markdown(bytes).map_err(ParseError::Docx)?;
+            (title, markdown)
+        }
+        _ => (None, decode_text(bytes, kind, charset)?),
+    };
     let fallback_title = url
         .rsplit('/')
         .next()
@@ -167,6 +182,10 @@ pub fn parse_content_as(
             (title.or(h1), blocks)
         }
         DocKind::Markdown => markdown_blocks(&text),
+        DocKind::Docx => {
+            let (h1, blocks) = markdown_blocks(&text);
+            (docx_title.or(h1), blocks)
+        }
         DocKind::Text => {
             let title = text
                 .lines()

@@ -62,19 +62,7 @@ impl Fetcher for WebFetcher {
             };
         }
         let f = self.safe.fetch(url).await.map_err(|e| e.to_string())?;
-        let kind = DocKind::from_content_type(&f.content_type)
-            .or_else(|| DocKind::from_path(url::Url::parse(&f.final_url).ok()?.path()))
-            .ok_or_else(|| {
-                format!(
-                    "{} is {}, which Fathom does not read",
-                    f.final_url,
-                    if f.content_type.is_empty() {
-                        "of no declared type"
-                    } else {
-                        &f.content_type
-                    }
-                )
-            })?;
+        let kind = kind_of(&f)?;
         Ok(Fetched {
             url: f.url,
             kind,
