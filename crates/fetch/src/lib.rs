@@ -138,6 +138,8 @@ pub struct SafeFetcher {
 const MAX_ADDRS: usize = 16;
 /// robots.txt bodies are cut here.
 const ROBOTS_MAX_BYTES: usize = 512 * 1024;
+/// Hosts remembered (robots.txt, politeness slots) before the memory is cleared.
+const MAX_HOSTS: usize = 10_000;
 
 /// Installs the process-wide TLS provider (ring) that every reqwest client here needs;
 /// repeated calls do nothing.
@@ -233,6 +235,9 @@ impl SafeFetcher {
         let wait = {
             let mut slots = self.next_slot.lock().unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();
+            if slots.len() >= MAX_HOSTS {
+                slots.retain(|_, at| *at > now);
+            }
             let at = slots.get(host).copied().unwrap_or(now).max(now);
             slots.insert(host.to_string(), at + interval);
             at - now
@@ -333,10 +338,11 @@ impl SafeFetcher {
             // Missing, redirected or unreadable robots.txt: no rules.
             _ => Robots::allow_all(),
         };
-        self.robots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(origin, robots.clone());
+        let mut cache = self.robots.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= MAX_HOSTS {
+            cache.clear();
+        }
+        cache.insert(origin, robots.clone());
         robots
     }
 

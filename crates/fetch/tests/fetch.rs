@@ -250,6 +250,23 @@ async fn fixture_cases() {
         ..Default::default()
     });
     assert!(open.fetch(&url("/secret")).await.is_ok());
+
+    // Politeness: requests to one host are spaced by the configured interval.
+    let polite = SafeFetcher::new(FetchConfig {
+        trusted_origins: vec![origin.clone()],
+        obey_robots: false,
+        per_host_interval: Duration::from_millis(300),
+        ..Default::default()
+    });
+    let started = std::time::Instant::now();
+    for _ in 0..3 {
+        polite.fetch(&url("/page")).await.unwrap();
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// Every vector is refused before a connection is made, with a reason that names it.
