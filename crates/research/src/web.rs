@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fathom_fetch::SafeFetcher;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::corpus::{Corpus, Fetched, SearchHit};
@@ -167,40 +166,45 @@ impl WebSearch {
         }
     }
 
+    /// Result rows, read field by field: a null or oddly typed field in one row (search
+    /// engines send both) costs that field, not the whole answer.
     fn hits(&self, body: &Value, limit: usize) -> Vec<SearchHit> {
-        #[derive(Deserialize)]
-        struct Row {
-            #[serde(default)]
-            url: String,
-            #[serde(default)]
-            title: String,
-            #[serde(default, alias = "description")]
-            content: String,
-            #[serde(default)]
-            score: Option<f64>,
-        }
         let rows = match &self.api {
             SearchApi::Brave { .. } => body.pointer("/web/results"),
             _ => body.get("results"),
         };
-        let rows: Vec<Row> = rows
-            .and_then(|r| serde_json::from_value(r.clone()).ok())
-            .unwrap_or_default();
+        let rows = rows
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let text = |row: &Value, keys: &[&str]| {
+            keys.iter()
+                .find_map(|k| row.get(*k).and_then(Value::as_str))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
         let n = rows.len().max(1) as f64;
-        rows.into_iter()
-            .filter(|r| r.url.starts_with("http://") || r.url.starts_with("https://"))
+        rows.iter()
+            .filter(|r| {
+                let url = text(r, &["url"]);
+                url.starts_with("http://") || url.starts_with("https://")
+            })
             .take(limit)
             .enumerate()
-            .map(|(i, r)| SearchHit {
-                title: if r.title.trim().is_empty() {
-                    r.url.clone()
-                } else {
-                    r.title.trim().to_string()
-                },
-                url: r.url,
-                heading: String::new(),
-                snippet: strip_tags(&r.content),
-                score: r.score.unwrap_or(1.0 - i as f64 / n),
+            .map(|(i, r)| {
+                let url = text(r, &["url"]);
+                let title = text(r, &["title"]);
+                SearchHit {
+                    title: if title.is_empty() { url.clone() } else { title },
+                    url,
+                    heading: String::new(),
+                    snippet: strip_tags(&text(r, &["content", "description"])),
+                    score: r
+                        .get("score")
+                        .and_then(Value::as_f64)
+                        .unwrap_or(1.0 - i as f64 / n),
+                }
             })
             .collect()
     }

@@ -38,7 +38,7 @@ async fn fixture() -> Fixture {
         move || {
             json!([
                 {"url": format!("{base}/pages/ownership"), "title": "Ownership", "content": "What <strong>ownership</strong> is"},
-                {"url": format!("{base}/pages/borrowing"), "title": "Borrowing", "content": "References"},
+                {"url": format!("{base}/pages/borrowing"), "title": "Borrowing", "content": null, "score": "high"},
                 {"url": format!("{base}/pages/borrowing/?utm_source=feed#top"), "title": "Borrowing again", "content": "dup"},
                 {"url": format!("{base}/pages/latin1"), "title": "Propriété", "content": "latin-1"},
                 {"url": "http://10.0.0.7/internal", "title": "Internal", "content": "private"},
