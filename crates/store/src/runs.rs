@@ -75,6 +75,26 @@ async fn status_of(
 /// Rows of at most this many parameters go into one multi-row INSERT.
 const INSERT_CHUNK: usize = 200;
 
+/// Inserts `rows` into `into` (`"table (col, ...)"`), `INSERT_CHUNK` rows per statement;
+/// `tuple` binds row `i`'s values and returns its placeholder tuple.
+async fn insert_rows<T>(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    into: &str,
+    rows: &[T],
+    mut tuple: impl FnMut(&mut Params, usize, &T) -> StoreResult<String>,
+) -> StoreResult<()> {
+    for (chunk_idx, chunk) in rows.chunks(INSERT_CHUNK).enumerate() {
+        let mut p = Params::default();
+        let mut tuples = Vec::with_capacity(chunk.len());
+        for (i, row) in chunk.iter().enumerate() {
+            tuples.push(tuple(&mut p, chunk_idx * INSERT_CHUNK + i, row)?);
+        }
+        let sql = format!("INSERT INTO {into} VALUES {}", tuples.join(", "));
+        p.query(sql).execute(&mut **tx).await.map_err(db_err)?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl RunStore for SqlStore {
     async fn create_run(&self, run: NewRun) -> StoreResult<RunRecord> {
@@ -395,46 +415,38 @@ impl RunStore for SqlStore {
         .await
         .map_err(db_err)?;
 
-        let mut seqs = Vec::with_capacity(stream.len());
-        for (chunk_idx, chunk) in stream.chunks(INSERT_CHUNK).enumerate() {
-            let mut p = Params::default();
-            let mut values = Vec::with_capacity(chunk.len());
-            for (i, env) in chunk.iter().enumerate() {
-                let seq = first_seq + (chunk_idx * INSERT_CHUNK + i) as i64;
-                seqs.push(seq);
-                values.push(format!(
+        let seqs: Vec<i64> = (first_seq..first_seq + stream.len() as i64).collect();
+        insert_rows(
+            &mut tx,
+            "run_events (run_id, seq, event_type, envelope, created_at)",
+            &stream,
+            |p, i, env| {
+                Ok(format!(
                     "({}, {}, {}, {}, {})",
                     p.text(lease.run_id.clone()),
-                    p.int(seq),
+                    p.int(seqs[i]),
                     p.text(env.event_type.clone()),
                     p.text(to_text(env)?),
                     p.int(now)
-                ));
-            }
-            let sql = format!(
-                "INSERT INTO run_events (run_id, seq, event_type, envelope, created_at) VALUES {}",
-                values.join(", ")
-            );
-            p.query(sql).execute(&mut *tx).await.map_err(db_err)?;
-        }
-        for chunk in commit.sent.chunks(INSERT_CHUNK) {
-            let mut p = Params::default();
-            let mut values = Vec::with_capacity(chunk.len());
-            for (event_type, payload) in chunk {
-                values.push(format!(
+                ))
+            },
+        )
+        .await?;
+        insert_rows(
+            &mut tx,
+            "run_inbox (run_id, event_type, payload, created_at)",
+            &commit.sent,
+            |p, _, (event_type, payload)| {
+                Ok(format!(
                     "({}, {}, {}, {})",
                     p.text(lease.run_id.clone()),
                     p.text(event_type.clone()),
                     p.text(to_text(payload)?),
                     p.int(now)
-                ));
-            }
-            let sql = format!(
-                "INSERT INTO run_inbox (run_id, event_type, payload, created_at) VALUES {}",
-                values.join(", ")
-            );
-            p.query(sql).execute(&mut *tx).await.map_err(db_err)?;
-        }
+                ))
+            },
+        )
+        .await?;
         for message in &commit.mailbox_consumed {
             let row = sqlx::query(
                 "UPDATE mailbox SET status = 'consumed', consumed_at = $1, consumed_by = $2 \
