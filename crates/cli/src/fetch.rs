@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use fathom_fetch::SafeFetcher;
-use fathom_research::parse::{ParsedDoc, parse_content_as};
+use fathom_research::parse::ParsedDoc;
 use fathom_research::web::kind_of;
 use serde_json::json;
 
@@ -26,14 +26,19 @@ pub struct FetchArgs {
     json: bool,
 }
 
-/// The parsed document as Markdown: the title, then each block under its heading.
+/// The parsed document as Markdown: the title, then each block under its heading (a PDF's
+/// under "Page N").
 pub fn to_markdown(doc: &ParsedDoc) -> String {
     let mut out = format!("# {}\n", doc.title);
-    let mut heading = "";
+    let mut heading = String::new();
     for block in &doc.blocks {
-        if !block.heading.is_empty() && block.heading != heading {
-            heading = &block.heading;
-            out.push_str(&format!("\n## {heading}\n"));
+        let this = match block.page {
+            Some(p) => format!("Page {p}"),
+            None => block.heading.clone(),
+        };
+        if !this.is_empty() && this != heading {
+            out.push_str(&format!("\n## {this}\n"));
+            heading = this;
         }
         out.push_str(&format!("\n{}\n", block.text));
     }
@@ -41,21 +46,22 @@ pub fn to_markdown(doc: &ParsedDoc) -> String {
 }
 
 pub async fn fetch(ctx: &Context, args: FetchArgs) -> anyhow::Result<ExitCode> {
-    let mut config = load_config(ctx)?.web.fetch;
+    let research_config = load_config(ctx)?;
+    let parser = crate::pdf_worker::content_parser(&research_config);
+    let mut config = research_config.web.fetch;
     config.allow_private_networks |= args.allow_private_network;
     config.obey_robots &= !args.ignore_robots;
     let fetched = SafeFetcher::new(config).fetch(&args.url).await?;
     let kind = kind_of(&fetched).map_err(|e| anyhow!(e))?;
-    let (url, bytes, charset) = (
-        fetched.final_url.clone(),
-        fetched.bytes.clone(),
-        fetched.charset.clone(),
-    );
-    let doc = tokio::task::spawn_blocking(move || {
-        parse_content_as(&url, kind, &bytes, charset.as_deref())
-    })
-    .await?
-    .map_err(|e| anyhow!("{}: {e}", fetched.final_url))?;
+    let doc = parser
+        .parse(
+            &fetched.final_url,
+            kind,
+            fetched.bytes.clone(),
+            fetched.charset.clone(),
+        )
+        .await
+        .map_err(|e| anyhow!("{}: {e}", fetched.final_url))?;
     let markdown = to_markdown(&doc);
     if args.json {
         let out = json!({
@@ -67,6 +73,11 @@ pub async fn fetch(ctx: &Context, args: FetchArgs) -> anyhow::Result<ExitCode> {
             "charset": fetched.charset,
             "bytes": fetched.bytes.len(),
             "title": doc.title,
+            "byline": doc.byline,
+            "published": doc.published,
+            "canonical_url": doc.canonical_url,
+            "site_name": doc.site_name,
+            "pages": doc.pages,
             "words": doc.words,
             "markdown": markdown,
         });
@@ -84,6 +95,19 @@ pub async fn fetch(ctx: &Context, args: FetchArgs) -> anyhow::Result<ExitCode> {
                 format!(", {} redirects", fetched.redirects.len())
             }
         );
+        for (label, value) in [
+            ("by", &doc.byline),
+            ("published", &doc.published),
+            ("canonical", &doc.canonical_url),
+            ("site", &doc.site_name),
+        ] {
+            if let Some(v) = value {
+                eprintln!("  {label}: {v}");
+            }
+        }
+        if let Some(pages) = doc.pages {
+            eprintln!("  pages: {pages}");
+        }
         print!("{markdown}");
     }
     Ok(ExitCode::SUCCESS)

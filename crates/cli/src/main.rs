@@ -1,6 +1,7 @@
 //! `fathom`: the command-line tool.
 
 mod fetch;
+mod pdf_worker;
 mod research;
 mod serve;
 
@@ -67,6 +68,9 @@ enum Command {
     },
     /// Creates the database if needed and applies migrations.
     Migrate,
+    /// Reads one PDF from stdin in an isolated process (started by Fathom itself).
+    #[command(name = "pdf-worker", hide = true)]
+    PdfWorker(pdf_worker::PdfWorkerArgs),
     /// Lists runs, newest first.
     Runs {
         /// Only runs with this status (running, waiting, completed, failed, cancelled).
@@ -88,8 +92,21 @@ enum SessionsCommand {
     Show { id: String },
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::PdfWorker(args) = cli.command {
+        return pdf_worker::run(args);
+    }
+    match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt.block_on(async_main(cli)),
+        Err(e) => {
+            eprintln!("fathom: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn async_main(cli: Cli) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -97,7 +114,6 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let stats = cli.stats;
     let started = std::time::Instant::now();
     let code = match run(cli).await {
@@ -140,6 +156,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             SessionsCommand::Show { id } => research::sessions_show(&ctx, &id).await?,
         },
         Command::Index { dir } => research::index(&ctx, &dir).await?,
+        Command::PdfWorker(_) => unreachable!("handled before the runtime starts"),
         Command::Migrate => {
             let store = SqlStore::connect(&cli.database_url).await?;
             println!("database ready ({:?})", store.dialect());

@@ -28,7 +28,7 @@ pub struct Context {
 pub struct ResearchArgs {
     /// The question to research.
     question: String,
-    /// Folder of HTML, Markdown and text files to research in.
+    /// Folder of HTML, Markdown, text, DOCX and PDF files to research in.
     #[arg(long)]
     corpus: PathBuf,
     /// Approve the plan without asking.
@@ -125,10 +125,13 @@ fn shown_db(url: &str) -> String {
 
 pub(crate) async fn open_corpus(
     ctx: &Context,
+    config: &ResearchConfig,
     dir: &Path,
     quiet: bool,
 ) -> anyhow::Result<Arc<Corpus>> {
-    let corpus = Corpus::open(dir, &ctx.index_dir).await?;
+    let corpus = Corpus::open(dir, &ctx.index_dir)
+        .await?
+        .with_parser(crate::pdf_worker::content_parser(config));
     let tty = std::io::stderr().is_terminal();
     let progress = move |done: usize, total: usize| {
         if quiet || total < 20 {
@@ -177,6 +180,7 @@ pub(crate) fn research_service(
     let tools =
         fathom_research::web::web_tools(&config.web, Some(corpus)).map_err(|e| anyhow!(e))?;
     let deps = ResearchDeps {
+        parser: crate::pdf_worker::content_parser(&config),
         config,
         search: tools.search,
         fetcher: tools.fetcher,
@@ -214,7 +218,7 @@ pub async fn research(ctx: &Context, args: ResearchArgs) -> anyhow::Result<ExitC
     // Checked before anything is opened or stored.
     let start = check_start(&config, &args.question, settings)?;
     let store = connect(ctx).await?;
-    let corpus = open_corpus(ctx, &args.corpus, args.events).await?;
+    let corpus = open_corpus(ctx, &config, &args.corpus, args.events).await?;
     let run_id = new_id();
     let opened = build(config, store.clone(), corpus.clone(), &run_id)?;
     let run = opened
@@ -291,7 +295,7 @@ pub async fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<ExitCode>
             .and_then(Value::as_str)
             .map(PathBuf::from)
     });
-    let corpus = open_corpus(ctx, &corpus_dir, args.events).await?;
+    let corpus = open_corpus(ctx, &config, &corpus_dir, args.events).await?;
     let opened = build(config, store.clone(), corpus, &args.id)?;
     if run.status == RunStatus::Waiting {
         if args.yes {
@@ -671,7 +675,7 @@ pub async fn sessions_show(ctx: &Context, id: &str) -> anyhow::Result<()> {
 }
 
 pub async fn index(ctx: &Context, dir: &Path) -> anyhow::Result<()> {
-    let corpus = open_corpus(ctx, dir, false).await?;
+    let corpus = open_corpus(ctx, &load_config(ctx)?, dir, false).await?;
     println!("index {}", corpus.index_path().display());
     Ok(())
 }

@@ -80,7 +80,7 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
         .context(
             "no corpus to research in: pass --corpus DIR or set research.corpus in the config",
         )?;
-    let corpus = open_corpus(ctx, &corpus_dir, false).await?;
+    let corpus = open_corpus(ctx, &config, &corpus_dir, false).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;

@@ -290,7 +290,7 @@ async fn bad_input_gets_one_clear_line_and_loses_nothing() {
     std::fs::write(junk.join("c.pngx"), "ignored").unwrap();
     fails_with(
         &env.run(&["research", "q?", "--corpus", junk.to_str().unwrap()]),
-        "has no readable HTML, Markdown or text file",
+        "has no readable HTML, Markdown, text, DOCX or PDF file",
     );
 
     // Broken files beside good ones are skipped with a note; the research goes on.

@@ -1,4 +1,4 @@
-//! The local corpus: a folder of HTML, Markdown and text files, indexed on disk in a SQLite
+//! The local corpus: a folder of HTML, Markdown, text, DOCX and PDF files, indexed on disk in a SQLite
 //! FTS5 file and refreshed incrementally (only files whose size, time or content changed are
 //! parsed again). It is the offline search provider and fetcher of the research tools.
 
@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use sqlx::{Row, SqliteConnection};
 
-use crate::parse::{DocKind, ParsedDoc, parse_content};
+use crate::parse::{ContentParser, DocKind, ParsedDoc};
 use crate::text::words;
 
 /// Files larger than this are skipped: they are not documents a person wrote to be read.
@@ -21,7 +21,7 @@ pub const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 const MAX_FILES: usize = 200_000;
 const MAX_DEPTH: usize = 32;
 const PASSAGE_CHARS: usize = 1200;
-const INDEX_VERSION: &str = "1";
+const INDEX_VERSION: &str = "2";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CorpusError {
@@ -31,7 +31,7 @@ pub enum CorpusError {
     NotAFolder(String),
     #[error("cannot read corpus folder {path}: {reason}")]
     Unreadable { path: String, reason: String },
-    #[error("corpus {path} has no readable HTML, Markdown or text file{detail}")]
+    #[error("corpus {path} has no readable HTML, Markdown, text, DOCX or PDF file{detail}")]
     NoReadableFiles { path: String, detail: String },
     #[error("corpus index {path}: {reason}")]
     Index { path: String, reason: String },
@@ -78,6 +78,7 @@ pub struct Corpus {
     root: PathBuf,
     index_path: PathBuf,
     pool: SqlitePool,
+    parser: ContentParser,
 }
 
 impl std::fmt::Debug for Corpus {
@@ -135,9 +136,17 @@ impl Corpus {
             root,
             index_path,
             pool,
+            parser: ContentParser::default(),
         };
         corpus.migrate().await?;
         Ok(corpus)
+    }
+
+    /// Reads documents with `parser` (without one that reads PDFs, PDF files are skipped
+    /// with that reason).
+    pub fn with_parser(mut self, parser: ContentParser) -> Corpus {
+        self.parser = parser;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -165,7 +174,7 @@ impl Corpus {
                 "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
                 "CREATE TABLE files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, \
                  mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL, title TEXT NOT NULL, \
-                 kind TEXT NOT NULL, words INTEGER NOT NULL)",
+                 kind TEXT NOT NULL, words INTEGER NOT NULL, error TEXT)",
                 "CREATE VIRTUAL TABLE passages USING fts5(path UNINDEXED, title, heading, \
                  body, hash UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2')",
             ] {
@@ -191,19 +200,24 @@ impl Corpus {
         let mut report = RefreshReport::default();
         let found = walk(&self.root, &mut report.skipped)?;
         let ie = |e| index_err(&self.index_path, e);
-        let known: BTreeMap<String, (i64, i64)> =
-            sqlx::query("SELECT path, size, mtime_ns FROM files")
+        // A file that failed to parse is remembered with its error, so an unchanged bad
+        // file (a hostile PDF that takes its full time limit, say) is not parsed again.
+        let known: BTreeMap<String, (i64, i64, Option<String>)> =
+            sqlx::query("SELECT path, size, mtime_ns, error FROM files")
                 .fetch_all(&self.pool)
                 .await
                 .map_err(ie)?
                 .into_iter()
-                .map(|r| (r.get::<String, _>(0), (r.get(1), r.get(2))))
+                .map(|r| (r.get::<String, _>(0), (r.get(1), r.get(2), r.get(3))))
                 .collect();
         let mut stale = Vec::new();
         for f in &found {
             match known.get(&f.rel) {
-                Some(&(size, mtime)) if size == f.size && mtime == f.mtime_ns => {
-                    report.unchanged += 1
+                Some((size, mtime, error)) if *size == f.size && *mtime == f.mtime_ns => {
+                    match error {
+                        Some(e) => report.skipped.push((f.rel.clone(), e.clone())),
+                        None => report.unchanged += 1,
+                    }
                 }
                 Some(_) => stale.push((f.clone(), false)),
                 None => stale.push((f.clone(), true)),
@@ -232,14 +246,19 @@ impl Corpus {
                         report.updated += 1
                     }
                 }
-                Err(reason) => report.skipped.push((file.rel.clone(), reason)),
+                Err(reason) => {
+                    insert_failure(&mut tx, &file, &reason).await.map_err(ie)?;
+                    report.skipped.push((file.rel.clone(), reason));
+                }
             }
         }
         tx.commit().await.map_err(ie)?;
-        report.indexed = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM files")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(ie)? as usize;
+        report.skipped.sort();
+        report.indexed =
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM files WHERE error IS NULL")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(ie)? as usize;
         report.elapsed_ms = started.elapsed().as_millis();
         if report.indexed == 0 {
             let detail = match report.skipped.first() {
@@ -272,9 +291,9 @@ impl Corpus {
                 let Some((file, is_new)) = queue.next() else {
                     break;
                 };
-                let root = root.clone();
-                set.spawn_blocking(move || {
-                    let outcome = read_and_parse(&root, &file);
+                let (root, parser) = (root.clone(), self.parser.clone());
+                set.spawn(async move {
+                    let outcome = read_and_parse(&root, &file, &parser).await;
                     (file, is_new, outcome)
                 });
             }
@@ -360,7 +379,7 @@ impl Corpus {
             return Err(CorpusError::OutsideCorpus(url.to_string()));
         }
         let kind = DocKind::from_path(&path.to_string_lossy())
-            .ok_or_else(|| fetch_err("not an HTML, Markdown or text file".into()))?;
+            .ok_or_else(|| fetch_err("not an HTML, Markdown, text, DOCX or PDF file".into()))?;
         let meta = tokio::fs::metadata(&path)
             .await
             .map_err(|e| fetch_err(e.to_string()))?;
@@ -467,12 +486,19 @@ fn rel_of(root: &Path, path: &Path) -> String {
         .to_string()
 }
 
-fn read_and_parse(root: &Path, file: &FoundFile) -> Result<(String, ParsedDoc), String> {
+async fn read_and_parse(
+    root: &Path,
+    file: &FoundFile,
+    parser: &ContentParser,
+) -> Result<(String, ParsedDoc), String> {
     let path = root.join(&file.rel);
-    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    let bytes = tokio::fs::read(&path).await.map_err(|e| e.to_string())?;
     let sha = hex::encode(Sha256::digest(&bytes));
     let kind = DocKind::from_path(&file.rel).ok_or("unsupported file type")?;
-    let doc = parse_content(&file_url(&path), kind, &bytes).map_err(|e| e.to_string())?;
+    let doc = parser
+        .parse(&file_url(&path), kind, bytes, None)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok((sha, doc))
 }
 
@@ -485,6 +511,24 @@ async fn delete_file(tx: &mut SqliteConnection, rel: &str) -> Result<(), sqlx::E
         .bind(rel)
         .execute(&mut *tx)
         .await?;
+    Ok(())
+}
+
+async fn insert_failure(
+    tx: &mut SqliteConnection,
+    file: &FoundFile,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO files (path, size, mtime_ns, sha256, title, kind, words, error) \
+         VALUES (?, ?, ?, '', '', '', 0, ?)",
+    )
+    .bind(&file.rel)
+    .bind(file.size)
+    .bind(file.mtime_ns)
+    .bind(reason)
+    .execute(&mut *tx)
+    .await?;
     Ok(())
 }
 
@@ -523,16 +567,21 @@ async fn insert_doc(
     Ok(())
 }
 
-/// Consecutive blocks under one heading, cut into passages of about `PASSAGE_CHARS`.
+/// Consecutive blocks under one heading (or on one page), cut into passages of about
+/// `PASSAGE_CHARS`. A page's passages are headed "Page N", which search hits show.
 fn passages(doc: &ParsedDoc) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for b in &doc.blocks {
+        let heading = match b.page {
+            Some(p) if b.heading.is_empty() => format!("Page {p}"),
+            _ => b.heading.clone(),
+        };
         match out.last_mut() {
-            Some((h, body)) if *h == b.heading && body.len() + b.text.len() < PASSAGE_CHARS => {
+            Some((h, body)) if *h == heading && body.len() + b.text.len() < PASSAGE_CHARS => {
                 body.push('\n');
                 body.push_str(&b.text);
             }
-            _ => out.push((b.heading.clone(), b.text.clone())),
+            _ => out.push((heading, b.text.clone())),
         }
     }
     out

@@ -10,6 +10,7 @@ pub mod corpus;
 pub mod docx;
 pub mod events;
 pub mod parse;
+pub mod pdf;
 pub mod planner;
 pub mod report;
 mod service;

@@ -1,7 +1,11 @@
-//! `parse_content`: turns fetched bytes into a titled list of prose blocks.
+//! `parse_content`: turns fetched bytes into a titled list of prose blocks, with what a
+//! citation needs (URL, title, byline, date, page).
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pdf::{PdfSandbox, PdfText};
 use crate::text::{Block, markdown_blocks, plain_blocks};
 
 const DOCX_TYPE: &str = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
@@ -14,6 +18,7 @@ pub enum DocKind {
     Markdown,
     Text,
     Docx,
+    Pdf,
 }
 
 impl DocKind {
@@ -25,6 +30,7 @@ impl DocKind {
             "md" | "markdown" | "mdown" => Some(DocKind::Markdown),
             "txt" | "text" | "rst" => Some(DocKind::Text),
             "docx" => Some(DocKind::Docx),
+            "pdf" => Some(DocKind::Pdf),
             _ => None,
         }
     }
@@ -35,6 +41,7 @@ impl DocKind {
             DocKind::Markdown => "text/markdown",
             DocKind::Text => "text/plain",
             DocKind::Docx => DOCX_TYPE,
+            DocKind::Pdf => "application/pdf",
         }
     }
 
@@ -45,6 +52,7 @@ impl DocKind {
             "text/markdown" | "text/x-markdown" => Some(DocKind::Markdown),
             "text/plain" => Some(DocKind::Text),
             DOCX_TYPE => Some(DocKind::Docx),
+            "application/pdf" | "application/x-pdf" => Some(DocKind::Pdf),
             _ => None,
         }
     }
@@ -57,6 +65,20 @@ pub struct ParsedDoc {
     pub kind: DocKind,
     pub blocks: Vec<Block>,
     pub words: usize,
+    /// Who wrote it, as the page or the PDF's Info says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub byline: Option<String>,
+    /// When it was published, as written by the source (ISO 8601 for most pages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<String>,
+    /// The address the page names as its own (`<link rel="canonical">`, `og:url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site_name: Option<String>,
+    /// Pages in the document (PDF only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -71,6 +93,13 @@ pub enum ParseError {
     Html(String),
     #[error("unreadable DOCX: {0}")]
     Docx(String),
+    /// Why the PDF worker read nothing; the message names the PDF.
+    #[error("{0}")]
+    Pdf(String),
+    #[error("the parser crashed: {0}")]
+    Crashed(String),
+    #[error("PDF reading needs the isolated PDF worker, which this program does not configure")]
+    PdfUnavailable,
 }
 
 /// Decodes bytes as text. A byte-order mark wins, then the charset the server declared, then
@@ -166,20 +195,17 @@ pub fn parse_content_as(
                 crate::docx::docx_to_markdown(bytes).map_err(ParseError::Docx)?;
             (title, markdown)
         }
+        // Only in the isolated worker: see [`ContentParser`].
+        DocKind::Pdf => return Err(ParseError::PdfUnavailable),
         _ => (None, decode_text(bytes, kind, charset)?),
     };
-    let fallback_title = url
-        .rsplit('/')
-        .next()
-        .unwrap_or(url)
-        .rsplit_once('.')
-        .map(|(stem, _)| stem.replace(['-', '_'], " "))
-        .unwrap_or_else(|| url.to_string());
+    let mut meta = HtmlMeta::default();
     let (title, blocks) = match kind {
         DocKind::Html => {
-            let (title, markdown) = html_to_markdown(url, &text)?;
+            let (m, markdown) = html_to_markdown(url, &text)?;
+            meta = m;
             let (h1, blocks) = markdown_blocks(&markdown);
-            (title.or(h1), blocks)
+            (meta.title.take().or(h1), blocks)
         }
         DocKind::Markdown => markdown_blocks(&text),
         DocKind::Docx => {
@@ -195,7 +221,24 @@ pub fn parse_content_as(
                 .map(str::to_string);
             (title, plain_blocks(&text))
         }
+        DocKind::Pdf => unreachable!("returned above"),
     };
+    let mut doc = finish(url, kind, title, blocks)?;
+    doc.byline = meta.byline;
+    doc.published = meta.published;
+    doc.canonical_url = meta.canonical_url;
+    doc.site_name = meta.site_name;
+    Ok(doc)
+}
+
+/// A document from its title and blocks: counts words, refuses an empty one, and names an
+/// untitled one after its file.
+fn finish(
+    url: &str,
+    kind: DocKind,
+    title: Option<String>,
+    blocks: Vec<Block>,
+) -> Result<ParsedDoc, ParseError> {
     let words = blocks
         .iter()
         .map(|b| b.text.split_whitespace().count())
@@ -203,29 +246,186 @@ pub fn parse_content_as(
     if words == 0 {
         return Err(ParseError::Empty);
     }
+    let fallback_title = url
+        .rsplit('/')
+        .next()
+        .unwrap_or(url)
+        .rsplit_once('.')
+        .map(|(stem, _)| stem.replace(['-', '_'], " "))
+        .unwrap_or_else(|| url.to_string());
     Ok(ParsedDoc {
         url: url.to_string(),
         title: title
-            .filter(|t| !t.trim().is_empty())
+            .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|t| !t.is_empty())
             .unwrap_or(fallback_title),
         kind,
         blocks,
         words,
+        byline: None,
+        published: None,
+        canonical_url: None,
+        site_name: None,
+        pages: None,
     })
 }
 
-fn html_to_markdown(url: &str, html: &str) -> Result<(Option<String>, String), ParseError> {
+/// What a page says about itself.
+#[derive(Debug, Default)]
+struct HtmlMeta {
+    title: Option<String>,
+    byline: Option<String>,
+    published: Option<String>,
+    canonical_url: Option<String>,
+    site_name: Option<String>,
+}
+
+fn html_to_markdown(url: &str, html: &str) -> Result<(HtmlMeta, String), ParseError> {
     let cfg = dom_smoothie::Config {
         text_mode: dom_smoothie::TextMode::Markdown,
         ..Default::default()
     };
     let mut reader = dom_smoothie::Readability::new(html, Some(url), Some(cfg))
         .map_err(|e| ParseError::Html(e.to_string()))?;
+    // Read before `parse`, which rewrites the document.
+    let canonical = reader
+        .doc
+        .select(r#"link[rel="canonical"]"#)
+        .attr("href")
+        .map(|h| h.trim().to_string());
     let article = reader
         .parse()
         .map_err(|e| ParseError::Html(e.to_string()))?;
-    let title = Some(article.title.trim().to_string()).filter(|t| !t.is_empty());
-    Ok((title, article.text_content.to_string()))
+    let clean = |s: Option<&str>| {
+        s.map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|t| !t.is_empty())
+    };
+    // Relative canonical links resolve against the page; only http(s) results are kept.
+    let base = url::Url::parse(url).ok();
+    let canonical_url = canonical
+        .or_else(|| article.url.clone())
+        .and_then(|href| match &base {
+            Some(b) => b.join(&href).ok(),
+            None => url::Url::parse(&href).ok(),
+        })
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .map(String::from);
+    let meta = HtmlMeta {
+        title: clean(Some(&article.title)),
+        byline: clean(article.byline.as_deref()),
+        published: clean(article.published_time.as_deref()),
+        canonical_url,
+        site_name: clean(article.site_name.as_deref()),
+    };
+    Ok((meta, article.text_content.to_string()))
+}
+
+/// A PDF's pages as blocks that remember their page, for `#page=N` citations.
+pub fn pdf_to_doc(url: &str, pdf: PdfText) -> Result<ParsedDoc, ParseError> {
+    let mut blocks = Vec::new();
+    for page in &pdf.pages {
+        for mut b in plain_blocks(&join_hyphenated(&page.text)) {
+            b.page = Some(page.n);
+            blocks.push(b);
+        }
+    }
+    let first_line = pdf
+        .pages
+        .iter()
+        .flat_map(|p| p.text.lines())
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .filter(|l| l.len() <= 120)
+        .map(str::to_string);
+    let mut doc = finish(url, DocKind::Pdf, pdf.title.or(first_line), blocks)?;
+    doc.byline = pdf.author;
+    doc.published = pdf.created.as_deref().and_then(pdf_date);
+    doc.pages = Some(pdf.page_count);
+    Ok(doc)
+}
+
+/// "exam-\nple" → "example": words broken across lines by the typesetter are joined.
+fn join_hyphenated(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let next_starts_lower = lines
+            .peek()
+            .and_then(|n| n.trim_start().chars().next())
+            .is_some_and(char::is_lowercase);
+        let broken = line.len() > 2
+            && line.ends_with('-')
+            && line[..line.len() - 1]
+                .chars()
+                .last()
+                .is_some_and(char::is_alphabetic);
+        if broken && next_starts_lower {
+            out.push_str(&line[..line.len() - 1]);
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A PDF date (`D:YYYYMMDDHHmmSS...`) as ISO 8601 (`YYYY-MM-DD`); None when unreadable.
+fn pdf_date(raw: &str) -> Option<String> {
+    let digits: String = raw
+        .trim()
+        .trim_start_matches("D:")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let (y, m, d) = (
+        digits.get(0..4)?,
+        digits.get(4..6).unwrap_or("01"),
+        digits.get(6..8).unwrap_or("01"),
+    );
+    let (mi, di): (u32, u32) = (m.parse().ok()?, d.parse().ok()?);
+    ((1..=12).contains(&mi) && (1..=31).contains(&di)).then(|| format!("{y}-{m}-{d}"))
+}
+
+/// Parses any kind Fathom reads. Text formats parse on the blocking pool; PDFs in the
+/// isolated worker when one is configured (else they are refused with a clear reason).
+#[derive(Debug, Clone, Default)]
+pub struct ContentParser {
+    pdf: Option<Arc<PdfSandbox>>,
+}
+
+impl ContentParser {
+    pub fn new(pdf: Option<PdfSandbox>) -> ContentParser {
+        ContentParser {
+            pdf: pdf.map(Arc::new),
+        }
+    }
+
+    /// True when PDFs can be read.
+    pub fn reads_pdf(&self) -> bool {
+        self.pdf.is_some()
+    }
+
+    pub async fn parse(
+        &self,
+        url: &str,
+        kind: DocKind,
+        bytes: Vec<u8>,
+        charset: Option<String>,
+    ) -> Result<ParsedDoc, ParseError> {
+        if kind == DocKind::Pdf {
+            let sandbox = self.pdf.as_ref().ok_or(ParseError::PdfUnavailable)?;
+            let text = sandbox.read(&bytes).await.map_err(ParseError::Pdf)?;
+            return pdf_to_doc(url, text);
+        }
+        let url = url.to_string();
+        tokio::task::spawn_blocking(move || {
+            parse_content_as(&url, kind, &bytes, charset.as_deref())
+        })
+        .await
+        // The text parsers return errors rather than panic; a panic is a bug in one of
+        // them, reported as this document's failure.
+        .unwrap_or_else(|e| Err(ParseError::Crashed(e.to_string())))
+    }
 }
 
 #[cfg(test)]
@@ -252,6 +452,91 @@ mod tests {
         );
         assert!(!all.contains("Other chapter"), "{all}");
         assert!(!all.contains("let r"), "{all}");
+    }
+
+    #[test]
+    fn html_metadata_byline_date_canonical_and_site() {
+        let html = r#"<html><head><title>Borrowing, explained | Rust Notes</title>
+            <link rel="canonical" href="/guide/borrowing">
+            <meta property="og:site_name" content="Rust Notes">
+            <meta name="author" content="Ada Lovelace">
+            <meta property="article:published_time" content="2024-05-02T09:30:00Z">
+            </head><body><article><h1>Borrowing, explained</h1>
+            <p>A reference lets you refer to a value without taking ownership of it, and the
+            borrow checker makes sure the reference never outlives the value.</p>
+            <p>Mutable references are exclusive: while one exists, no other reference to the
+            same value may be used, which rules out data races at compile time.</p>
+            </article></body></html>"#;
+        let doc = parse_content(
+            "https://notes.example/guide/borrowing?utm_source=x",
+            DocKind::Html,
+            html.as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(doc.byline.as_deref(), Some("Ada Lovelace"));
+        assert_eq!(doc.published.as_deref(), Some("2024-05-02T09:30:00Z"));
+        assert_eq!(
+            doc.canonical_url.as_deref(),
+            Some("https://notes.example/guide/borrowing")
+        );
+        assert_eq!(doc.site_name.as_deref(), Some("Rust Notes"));
+        // A page without any of it has none of it, and a javascript: canonical is dropped.
+        let bare = r#"<html><head><link rel="canonical" href="javascript:alert(1)"></head>
+            <body><p>Plain words in a plain page, long enough to be the main content here.</p>
+            </body></html>"#;
+        let doc = parse_content("https://x.example/a", DocKind::Html, bare.as_bytes()).unwrap();
+        assert_eq!(
+            (doc.byline, doc.published, doc.canonical_url, doc.site_name),
+            (None, None, None, None)
+        );
+    }
+
+    #[test]
+    fn pdf_pages_become_blocks_that_keep_their_page() {
+        let text = PdfText {
+            title: None,
+            author: Some("Ferris".into()),
+            created: Some("D:20240315120000Z".into()),
+            page_count: 9,
+            pages: vec![
+                crate::pdf::PdfPage {
+                    n: 1,
+                    text: "Ownership and Borrowing\nEach value has one own-\ner at a time.\n\nA second paragraph.".into(),
+                },
+                crate::pdf::PdfPage {
+                    n: 2,
+                    text: "A well-known rule: references never outlive values.".into(),
+                },
+            ],
+        };
+        let doc = pdf_to_doc("https://x.example/book.pdf", text).unwrap();
+        assert_eq!(doc.kind, DocKind::Pdf);
+        assert_eq!(doc.title, "Ownership and Borrowing");
+        assert_eq!(doc.byline.as_deref(), Some("Ferris"));
+        assert_eq!(doc.published.as_deref(), Some("2024-03-15"));
+        assert_eq!(doc.pages, Some(9));
+        let pages: Vec<Option<u32>> = doc.blocks.iter().map(|b| b.page).collect();
+        assert_eq!(pages, [Some(1), Some(1), Some(2)]);
+        assert!(
+            doc.blocks[0].text.contains("one owner at a time"),
+            "{:?}",
+            doc.blocks
+        );
+        assert!(
+            doc.blocks[2].text.contains("well-known"),
+            "{:?}",
+            doc.blocks
+        );
+        assert_eq!(pdf_date("D:2024"), Some("2024-01-01".into()));
+        assert_eq!(pdf_date("D:20241399"), None);
+        assert_eq!(pdf_date("yesterday"), None);
+    }
+
+    #[test]
+    fn pdf_without_a_worker_is_refused_with_a_reason() {
+        let e = parse_content("file:///x.pdf", DocKind::Pdf, b"%PDF-1.4").unwrap_err();
+        assert_eq!(e, ParseError::PdfUnavailable);
+        assert!(e.to_string().contains("isolated PDF worker"));
     }
 
     #[test]

@@ -8,7 +8,11 @@ use serde::{Deserialize, Serialize};
 pub struct Source {
     pub n: usize,
     pub title: String,
+    /// The document's URL; with `#page=N` when the source is one page of a PDF.
     pub url: String,
+    /// The page cited, for paged documents (PDF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -30,6 +34,9 @@ pub struct Quote {
     pub text: String,
     pub source_url: String,
     pub source_title: String,
+    /// The page the sentence is on (PDF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
 }
 
 /// One `update_report` change: sentences appended to a section (created if new), as a new
@@ -59,15 +66,25 @@ impl Report {
         }
     }
 
+    /// The number of the quote's source, listed on first use. A page of a PDF is a source
+    /// of its own (`url#page=N`), so a reader lands on the page the sentence came from.
     fn cite(&mut self, q: &Quote) -> usize {
-        if let Some(s) = self.sources.iter().find(|s| s.url == q.source_url) {
+        let url = match q.page {
+            Some(p) => format!("{}#page={p}", q.source_url),
+            None => q.source_url.clone(),
+        };
+        if let Some(s) = self.sources.iter().find(|s| s.url == url) {
             return s.n;
         }
         let n = self.sources.len() + 1;
         self.sources.push(Source {
             n,
-            title: q.source_title.clone(),
-            url: q.source_url.clone(),
+            title: match q.page {
+                Some(p) => format!("{}, p. {p}", q.source_title),
+                None => q.source_title.clone(),
+            },
+            url,
+            page: q.page,
         });
         n
     }
@@ -198,7 +215,35 @@ mod tests {
             text: text.into(),
             source_url: url.into(),
             source_title: format!("Title of {url}"),
+            page: None,
         }
+    }
+
+    #[test]
+    fn each_cited_pdf_page_is_a_source_that_links_to_its_page() {
+        let on_page = |text: &str, page| Quote {
+            page: Some(page),
+            ..quote(text, "https://x.test/paper.pdf")
+        };
+        let mut r = Report::new("Q");
+        let md = r
+            .apply(
+                &Patch {
+                    section: "S".into(),
+                    quotes: vec![on_page("One.", 2), on_page("Two.", 5), on_page("Three.", 2)],
+                    note: None,
+                },
+                1000,
+            )
+            .unwrap();
+        assert!(md.contains("One. [1] Two. [2] Three. [1]"), "{md}");
+        assert!(
+            md.contains(
+                "1. Title of https://x.test/paper.pdf, p. 2 — `https://x.test/paper.pdf#page=2`"
+            ),
+            "{md}"
+        );
+        assert_eq!(r.sources[1].page, Some(5));
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct ResearchConfig {
     pub corpus: Option<PathBuf>,
     /// `search` and `fetch`: where `web_search` looks and how `fetch_url` reads the web.
     pub web: WebConfig,
+    /// `parse`: the limits PDFs are read under.
+    pub pdf: crate::pdf::PdfLimits,
     pub defaults: Map<String, Value>,
     /// The settings schema as written, with `$ref`s.
     pub schema: Value,
@@ -114,6 +116,7 @@ impl ResearchConfig {
             deployment_name: str_at("/agent_data/deployment_name", "_public"),
             research_collection: str_at("/agent_data/research_collection", "research-sessions"),
             web: WebConfig::from_json(json)?,
+            pdf: pdf_limits(json.get("parse").unwrap_or(&Value::Null))?,
             corpus: match research.get("corpus") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) if !s.trim().is_empty() => Some(PathBuf::from(s.trim())),
@@ -210,6 +213,39 @@ pub fn resolve_refs(schema: &Value) -> Result<Value, String> {
     walk(schema, schema, 0)
 }
 
+/// A section's non-negative integer `key` (`default` when absent), named in errors.
+fn count(section: &Value, name: &str, key: &str, default: u64) -> Result<u64, String> {
+    match section.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(x) => x
+            .as_u64()
+            .ok_or_else(|| format!("{name}.{key} must be a non-negative integer")),
+    }
+}
+
+/// The `parse` section: how long, how much memory and how many pages a PDF may take.
+fn pdf_limits(parse: &Value) -> Result<crate::pdf::PdfLimits, String> {
+    let d = crate::pdf::PdfLimits::default();
+    let limits = crate::pdf::PdfLimits {
+        timeout: std::time::Duration::from_secs(count(
+            parse,
+            "parse",
+            "pdf_timeout_seconds",
+            d.timeout.as_secs(),
+        )?),
+        memory_mib: count(parse, "parse", "pdf_memory_mib", d.memory_mib)?,
+        max_pages: count(parse, "parse", "pdf_max_pages", d.max_pages as u64)?.min(u32::MAX as u64)
+            as u32,
+    };
+    if limits.timeout.is_zero() || limits.memory_mib < 32 || limits.max_pages == 0 {
+        return Err(
+            "parse: pdf_timeout_seconds and pdf_max_pages must be at least 1, pdf_memory_mib at least 32"
+                .into(),
+        );
+    }
+    Ok(limits)
+}
+
 /// The `search` and `fetch` sections of the config.
 #[derive(Debug, Clone)]
 pub struct WebConfig {
@@ -228,12 +264,12 @@ impl WebConfig {
         let fetch = json.get("fetch").cloned().unwrap_or(Value::Null);
         let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
         let num = |v: &Value, k: &str, default: u64| -> Result<u64, String> {
-            match v.get(k) {
-                None | Some(Value::Null) => Ok(default),
-                Some(x) => x
-                    .as_u64()
-                    .ok_or_else(|| format!("{k} must be a non-negative integer")),
-            }
+            let name = if std::ptr::eq(v, &search) {
+                "search"
+            } else {
+                "fetch"
+            };
+            count(v, name, k, default)
         };
         let flag = |v: &Value, k: &str, default: bool| -> Result<bool, String> {
             match v.get(k) {

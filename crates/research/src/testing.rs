@@ -62,3 +62,109 @@ pub fn write_sample_corpus(dir: &Path) {
         .expect("write corpus file");
     }
 }
+
+/// A PDF with one page per entry of `pages` (lines split on `\n`, Helvetica), and an Info
+/// dictionary with `title` and `author`. Written by hand so tests need no PDF library.
+pub fn sample_pdf(pages: &[&str], title: &str, author: &str) -> Vec<u8> {
+    let contents: Vec<PageContent> = pages
+        .iter()
+        .map(|text| {
+            let mut ops = String::from("BT /F1 11 Tf 14 TL 72 720 Td\n");
+            for line in text.lines() {
+                ops.push_str(&format!("({}) Tj T*\n", pdf_escape(line)));
+            }
+            ops.push_str("ET");
+            PageContent::Plain(ops.into_bytes())
+        })
+        .collect();
+    pdf_document(&contents, title, author)
+}
+
+fn pdf_escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('(', "\\(")
+        .replace(')', "\\)")
+}
+
+/// A page's content stream, as written or deflated (`/FlateDecode`).
+pub enum PageContent {
+    Plain(Vec<u8>),
+    Deflated(Vec<u8>),
+}
+
+/// A PDF whose pages draw `contents` in Helvetica, with an Info dictionary. Builds hostile
+/// files too: a deflated stream can inflate to far more than the file's size.
+pub fn pdf_document(contents: &[PageContent], title: &str, author: &str) -> Vec<u8> {
+    use std::io::Write;
+    let n = contents.len();
+    // Objects: 1 catalog, 2 page tree, 3 font, 4 info, then a page and its content per page.
+    let page_id = |i: usize| 5 + 2 * i;
+    let mut objects: Vec<Vec<u8>> = vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        format!(
+            "<< /Type /Pages /Count {n} /Kids [{}] >>",
+            (0..n)
+                .map(|i| format!("{} 0 R", page_id(i)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+        .into_bytes(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+            .to_vec(),
+        format!(
+            "<< /Title ({}) /Author ({}) /CreationDate (D:20240315120000Z) >>",
+            pdf_escape(title),
+            pdf_escape(author)
+        )
+        .into_bytes(),
+    ];
+    for (i, content) in contents.iter().enumerate() {
+        objects.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] \
+                 /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
+                page_id(i) + 1
+            )
+            .into_bytes(),
+        );
+        let (filter, data) = match content {
+            PageContent::Plain(b) => ("", b.clone()),
+            PageContent::Deflated(b) => {
+                let mut z =
+                    flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+                z.write_all(b).expect("in-memory write");
+                (
+                    " /Filter /FlateDecode",
+                    z.finish().expect("in-memory write"),
+                )
+            }
+        };
+        let mut obj = format!("<< /Length {}{filter} >>\nstream\n", data.len()).into_bytes();
+        obj.extend_from_slice(&data);
+        obj.extend_from_slice(b"\nendstream");
+        objects.push(obj);
+    }
+    let mut out = b"%PDF-1.4\n%\xE2\xE3\xCF\xD3\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for off in offsets {
+        out.extend_from_slice(format!("{off:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R /Info 4 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}

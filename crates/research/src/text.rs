@@ -134,6 +134,9 @@ pub fn code_span(code: &str) -> String {
 pub struct Block {
     pub heading: String,
     pub text: String,
+    /// The page it is on (PDF), for citations that point at the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
 }
 
 /// The document title (first H1, if any) and its prose blocks. Code blocks, tables, images
@@ -153,6 +156,7 @@ pub fn markdown_blocks(markdown: &str) -> (Option<String>, Vec<Block>) {
             blocks.push(Block {
                 heading: heading.to_string(),
                 text,
+                page: None,
             });
         }
         buf.clear();
@@ -226,6 +230,7 @@ pub fn plain_blocks(text: &str) -> Vec<Block> {
         .map(|p| Block {
             heading: String::new(),
             text: escape_inline(&p),
+            page: None,
         })
         .collect()
 }
@@ -268,11 +273,13 @@ mod tests {
             vec![
                 Block {
                     heading: "Title".into(),
-                    text: "Intro with `Vec<T>` and a link.".into()
+                    text: "Intro with `Vec<T>` and a link.".into(),
+                    page: None,
                 },
                 Block {
                     heading: "Part".into(),
-                    text: "item one".into()
+                    text: "item one".into(),
+                    page: None,
                 },
             ]
         );

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::corpus::SearchHit;
 use crate::events::*;
-use crate::parse::{DocKind, ParsedDoc, parse_content_as};
+use crate::parse::{ContentParser, DocKind, ParsedDoc};
 use crate::planner::{Plan, decompose_query};
 use crate::report::{Patch, Report};
 use crate::service::{Sessions, check_decision, check_start};
@@ -112,6 +112,8 @@ pub struct ResearchDeps {
     pub config: ResearchConfig,
     pub search: Arc<dyn SearchProvider>,
     pub fetcher: Arc<dyn Fetcher>,
+    /// How fetched documents are read (PDFs in an isolated worker).
+    pub parser: ContentParser,
     pub sessions: Arc<dyn CollectionStore>,
     pub artifacts: Arc<dyn ArtifactStore>,
 }
@@ -407,7 +409,7 @@ async fn fetch_parse_sources(
             }
         };
         let id = next_tool_id(&ctx, "parse_content");
-        let artifacts = deps.artifacts.clone();
+        let (artifacts, parser) = (deps.artifacts.clone(), deps.parser.clone());
         let raw = fetched.clone();
         let parsed = Invocation::new(
             "parse_content",
@@ -423,13 +425,10 @@ async fn fetch_parse_sources(
                     .map_err(|e| e.to_string())?
                     .ok_or("fetched content is missing from storage")?
                     .bytes;
-                let (url, kind, charset) = (raw.url.clone(), raw.kind, raw.charset.clone());
-                let doc = tokio::task::spawn_blocking(move || {
-                    parse_content_as(&url, kind, &bytes, charset.as_deref())
-                })
-                .await
-                .map_err(|e| format!("parser crashed: {e}"))?
-                .map_err(|e| format!("{}: {e}", raw.url))?;
+                let doc = parser
+                    .parse(&raw.url, raw.kind, bytes, raw.charset.clone())
+                    .await
+                    .map_err(|e| format!("{}: {e}", raw.url))?;
                 let json = serde_json::to_vec(&doc).map_err(|e| e.to_string())?;
                 let meta = artifacts
                     .put_artifact("application/vnd.fathom.parsed+json", &json)

@@ -52,6 +52,7 @@ const DANGLING: &[&str] = &["listing", "following", "below", "above", "figure", 
 struct Candidate {
     text: String,
     doc: usize,
+    page: Option<u32>,
     terms: Vec<String>,
     // Ordered, so float sums come out bit-identical in every process: a resumed run must
     // choose exactly what an uninterrupted one chose.
@@ -112,6 +113,7 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
                 out.push(Candidate {
                     text: s,
                     doc: d,
+                    page: block.page,
                     terms,
                     tf,
                     norm,
@@ -247,6 +249,7 @@ pub fn draft_sections(
                 text: cands[i].text.clone(),
                 source_url: docs[cands[i].doc].url.clone(),
                 source_title: docs[cands[i].doc].title.clone(),
+                page: cands[i].page,
             })
             .collect();
         out.push((title.clone(), quotes));
@@ -316,9 +319,15 @@ mod tests {
                 .map(|p| Block {
                     heading: String::new(),
                     text: p.to_string(),
+                    page: None,
                 })
                 .collect(),
             words: 100,
+            byline: None,
+            published: None,
+            canonical_url: None,
+            site_name: None,
+            pages: None,
         }
     }
 
@@ -369,6 +378,7 @@ mod tests {
             ),
             source_url: format!("file:///s{}", i % 3),
             source_title: "Source".into(),
+            page: None,
         };
         let sections = vec![
             ("One".to_string(), (0..12).map(q).collect::<Vec<_>>()),

@@ -46,6 +46,7 @@ async fn server(dialect: Dialect, api_key: Option<&str>) -> Server {
     corpus.refresh(&|_, _| {}).await.unwrap();
     let store = Arc::new(db.store.clone());
     let deps = ResearchDeps {
+        parser: fathom_research::parse::ContentParser::default(),
         config: ResearchConfig::load(None).unwrap(),
         search: corpus.clone(),
         fetcher: corpus,
