@@ -45,6 +45,22 @@ pub struct FetchConfig {
     pub user_agent: String,
     /// Media types accepted; an empty list accepts any.
     pub allowed_types: Vec<String>,
+    /// Certificate authorities trusted besides the system's (a self-hosted source behind a
+    /// private CA). Add them with [`FetchConfig::trust_pem`].
+    pub extra_roots: Vec<reqwest::Certificate>,
+}
+
+impl FetchConfig {
+    /// Trusts the certificates of a PEM bundle as extra roots.
+    pub fn trust_pem(&mut self, pem: &[u8]) -> Result<usize, String> {
+        let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())?;
+        if certs.is_empty() {
+            return Err("no PEM certificate in it".into());
+        }
+        let n = certs.len();
+        self.extra_roots.extend(certs);
+        Ok(n)
+    }
 }
 
 impl Default for FetchConfig {
@@ -73,6 +89,7 @@ impl Default for FetchConfig {
             ]
             .map(String::from)
             .to_vec(),
+            extra_roots: Vec::new(),
         }
     }
 }
@@ -270,6 +287,7 @@ impl SafeFetcher {
             .connect_timeout(self.config.connect_timeout)
             .timeout(left)
             .user_agent(&self.config.user_agent)
+            .tls_certs_merge(self.config.extra_roots.iter().cloned())
             .build()
             .map_err(|e| FetchError::Connect {
                 url: url.to_string(),

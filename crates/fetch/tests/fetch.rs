@@ -333,3 +333,101 @@ async fn ssrf_matrix() {
         );
     }
 }
+
+/// An HTTPS origin on loopback: a rustls server with a leaf certificate (127.0.0.1 and
+/// localhost) issued by the test CA in `tests/tls`, answering every request with one page.
+async fn https_fixture() -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    fathom_fetch::install_tls();
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(include_bytes!("tls/leaf.pem"))
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(include_bytes!("tls/leaf.key")).unwrap();
+    let tls = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(tls));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                // A client that refuses our certificate ends the handshake: nothing to serve.
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                    match tls.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let body = if head.starts_with(b"GET /robots.txt ") {
+                    "User-agent: *\nAllow: /\n"
+                } else {
+                    "<html><head><title>Over TLS</title></head><body><p>Served over HTTPS.</p></body></html>"
+                };
+                let ct = if head.starts_with(b"GET /robots.txt ") {
+                    "text/plain"
+                } else {
+                    "text/html"
+                };
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tls.write_all(response.as_bytes()).await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn https_with_a_trusted_ca_and_refused_without() {
+    let port = https_fixture().await;
+    let mut trusting = FetchConfig {
+        allow_private_networks: true,
+        per_host_interval: Duration::ZERO,
+        ..Default::default()
+    };
+    assert_eq!(trusting.trust_pem(include_bytes!("tls/ca.pem")), Ok(1));
+    let f = SafeFetcher::new(trusting.clone());
+    for host in ["127.0.0.1", "localhost"] {
+        let got = f
+            .fetch(&format!("https://{host}:{port}/page"))
+            .await
+            .unwrap();
+        assert_eq!(got.status, 200);
+        assert_eq!(got.content_type, "text/html");
+        assert!(String::from_utf8_lossy(&got.bytes).contains("Served over HTTPS"));
+    }
+    // The same server without the CA: the certificate is refused and the reason says so.
+    let untrusting = SafeFetcher::new(FetchConfig {
+        extra_roots: Vec::new(),
+        ..trusting
+    });
+    let err = untrusting
+        .fetch(&format!("https://localhost:{port}/page"))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, FetchError::Connect { .. }), "{err:?}");
+    assert!(text.contains("certificate"), "{text}");
+    let mut bad = FetchConfig::default();
+    assert_eq!(
+        bad.trust_pem(b"not a certificate"),
+        Err("no PEM certificate in it".into())
+    );
+}

@@ -79,17 +79,19 @@ impl ResearchConfig {
             path: shown.clone(),
             reason: e.to_string(),
         })?;
-        let mut config = Self::from_json(&json).map_err(|reason| ConfigError::Invalid {
+        Self::from_json(&json, path.and_then(Path::parent)).map_err(|reason| ConfigError::Invalid {
             path: shown,
             reason,
-        })?;
-        if let (Some(corpus), Some(dir)) = (&config.corpus, path.and_then(Path::parent)) {
-            config.corpus = Some(dir.join(corpus));
-        }
-        Ok(config)
+        })
     }
 
-    pub fn from_json(json: &Value) -> Result<ResearchConfig, String> {
+    /// The config in `json`; relative paths in it (the corpus, CA files) are taken from
+    /// `base`, the config file's folder.
+    pub fn from_json(json: &Value, base: Option<&Path>) -> Result<ResearchConfig, String> {
+        let in_base = |p: PathBuf| match base {
+            Some(dir) => dir.join(p),
+            None => p,
+        };
         let str_at = |ptr: &str, default: &str| {
             json.pointer(ptr)
                 .and_then(Value::as_str)
@@ -115,11 +117,13 @@ impl ResearchConfig {
         let config = ResearchConfig {
             deployment_name: str_at("/agent_data/deployment_name", "_public"),
             research_collection: str_at("/agent_data/research_collection", "research-sessions"),
-            web: WebConfig::from_json(json)?,
+            web: WebConfig::from_json(json, &in_base)?,
             pdf: pdf_limits(json.get("parse").unwrap_or(&Value::Null))?,
             corpus: match research.get("corpus") {
                 None | Some(Value::Null) => None,
-                Some(Value::String(s)) if !s.trim().is_empty() => Some(PathBuf::from(s.trim())),
+                Some(Value::String(s)) if !s.trim().is_empty() => {
+                    Some(in_base(PathBuf::from(s.trim())))
+                }
                 Some(_) => return Err("research.corpus must be a folder path".into()),
             },
             defaults,
@@ -259,7 +263,7 @@ pub struct WebConfig {
 }
 
 impl WebConfig {
-    fn from_json(json: &Value) -> Result<WebConfig, String> {
+    fn from_json(json: &Value, in_base: &dyn Fn(PathBuf) -> PathBuf) -> Result<WebConfig, String> {
         let search = json.get("search").cloned().unwrap_or(Value::Null);
         let fetch = json.get("fetch").cloned().unwrap_or(Value::Null);
         let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
@@ -286,6 +290,23 @@ impl WebConfig {
             ));
         }
         let defaults = fathom_fetch::FetchConfig::default();
+        let mut extra = fathom_fetch::FetchConfig::default();
+        match fetch.get("ca_files") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(files)) => {
+                for f in files.iter().take(64) {
+                    let path = in_base(PathBuf::from(
+                        f.as_str().ok_or("fetch.ca_files must list file paths")?,
+                    ));
+                    let pem = std::fs::read(&path)
+                        .map_err(|e| format!("fetch.ca_files: {}: {e}", path.display()))?;
+                    extra
+                        .trust_pem(&pem)
+                        .map_err(|e| format!("fetch.ca_files: {}: {e}", path.display()))?;
+                }
+            }
+            Some(_) => return Err("fetch.ca_files must list file paths".into()),
+        }
         Ok(WebConfig {
             provider,
             base_url: text(&search, "base_url"),
@@ -305,6 +326,7 @@ impl WebConfig {
                     "per_host_interval_ms",
                     500,
                 )?),
+                extra_roots: extra.extra_roots,
                 ..defaults
             },
         })
@@ -344,6 +366,55 @@ mod tests {
             err.contains("research.corpus must be a folder path"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn ca_files_and_pdf_limits_are_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("certs")).unwrap();
+        std::fs::write(
+            dir.path().join("certs/ca.pem"),
+            include_bytes!("../../fetch/tests/tls/ca.pem"),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("certs/junk.pem"), "junk").unwrap();
+        let path = dir.path().join("config.json");
+        let mut json: Value = serde_json::from_str(EMBEDDED_CONFIG).unwrap();
+        json["fetch"]["ca_files"] = json!(["certs/ca.pem"]);
+        json["parse"]["pdf_memory_mib"] = json!(256);
+        std::fs::write(&path, json.to_string()).unwrap();
+        let loaded = ResearchConfig::load(Some(&path)).unwrap();
+        assert_eq!(loaded.web.fetch.extra_roots.len(), 1);
+        assert_eq!(loaded.pdf.memory_mib, 256);
+        assert_eq!(config().pdf, crate::pdf::PdfLimits::default());
+        for (key, value, expected) in [
+            (
+                "fetch",
+                json!({"ca_files": ["certs/junk.pem"]}),
+                "certs/junk.pem: no PEM certificate",
+            ),
+            (
+                "fetch",
+                json!({"ca_files": ["certs/none.pem"]}),
+                "certs/none.pem: No such file",
+            ),
+            (
+                "parse",
+                json!({"pdf_memory_mib": 8}),
+                "pdf_memory_mib at least 32",
+            ),
+            (
+                "parse",
+                json!({"pdf_timeout_seconds": "soon"}),
+                "parse.pdf_timeout_seconds must be a non-negative integer",
+            ),
+        ] {
+            let mut bad = json.clone();
+            bad[key] = value;
+            std::fs::write(&path, bad.to_string()).unwrap();
+            let err = ResearchConfig::load(Some(&path)).unwrap_err().to_string();
+            assert!(err.contains(expected), "{expected}: {err}");
+        }
     }
 
     #[test]

@@ -51,6 +51,20 @@ pub struct SourceEntry {
     pub status: String,
     #[serde(default)]
     pub error: Option<String>,
+    /// The fetched bytes' artifact (sha256), once read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub byline: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical_url: Option<String>,
+    /// Pages in the document (PDF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -333,6 +347,12 @@ async fn run_web_research(
                 snippet: h.snippet.clone(),
                 status: "found".into(),
                 error: None,
+                file_id: None,
+                byline: None,
+                published: None,
+                site_name: None,
+                canonical_url: None,
+                pages: None,
             })
             .collect();
     });
@@ -356,6 +376,17 @@ struct ParsedSummary {
     words: usize,
     blocks: usize,
     file_id: String,
+    // What a citation shows besides the title; absent in journals from before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    byline: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    published: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    canonical_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    site_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pages: Option<u32>,
 }
 
 async fn fetch_parse_sources(
@@ -439,6 +470,11 @@ async fn fetch_parse_sources(
                     words: doc.words,
                     blocks: doc.blocks.len(),
                     file_id: meta.file_id,
+                    byline: doc.byline,
+                    published: doc.published,
+                    canonical_url: doc.canonical_url,
+                    site_name: doc.site_name,
+                    pages: doc.pages,
                 })
             },
             |p: &ParsedSummary| {
@@ -464,7 +500,7 @@ async fn fetch_parse_sources(
                         url: Some(hit.url.clone()),
                     });
                 });
-                mark_source(&ctx, &hit.url, Ok(p.title.clone()));
+                mark_source(&ctx, &hit.url, Ok((&fetched.file_id, &p)));
                 docs.push(ParsedRef {
                     url: hit.url.clone(),
                     title: p.title,
@@ -478,13 +514,19 @@ async fn fetch_parse_sources(
     ctx.send(SourcesParsed { docs })
 }
 
-fn mark_source(ctx: &C, url: &str, outcome: Result<String, String>) {
+fn mark_source(ctx: &C, url: &str, outcome: Result<(&String, &ParsedSummary), String>) {
     ctx.edit_state(|s| {
         if let Some(src) = s.sources.iter_mut().find(|x| x.url == url) {
             match outcome {
-                Ok(title) => {
+                Ok((file_id, p)) => {
                     src.status = "read".into();
-                    src.title = title;
+                    src.title = p.title.clone();
+                    src.file_id = Some(file_id.clone());
+                    src.byline = p.byline.clone();
+                    src.published = p.published.clone();
+                    src.site_name = p.site_name.clone();
+                    src.canonical_url = p.canonical_url.clone();
+                    src.pages = p.pages;
                 }
                 Err(e) => {
                     src.status = "failed".into();

@@ -54,7 +54,8 @@ async fn fixture() -> Fixture {
     );
     let page = |title: &str, body: &str| {
         format!(
-            "<html><head><title>{title}</title></head><body><nav>Home | Docs</nav><main><h1>{title}</h1><p>{body}</p><p>{body}</p></main></body></html>"
+            "<html><head><title>{title}</title><meta name=\"author\" content=\"Docs Team\"><link rel=\"canonical\" href=\"/pages/{}\"></head><body><nav>Home | Docs</nav><main><h1>{title}</h1><p>{body}</p><p>{body}</p></main></body></html>",
+            title.to_lowercase()
         )
     };
     let (own, bor) = (page("Ownership", OWNERSHIP), page("Borrowing", BORROWING));
@@ -320,5 +321,35 @@ async fn deep_research_over_the_web() {
         sources
             .iter()
             .all(|s| s["url"].as_str().unwrap().starts_with("http://127.0.0.1"))
+    );
+    // The saved session: each read source keeps its raw artifact and what a citation shows.
+    let config = ResearchConfig::load(None).unwrap();
+    let session = fathom_research::Sessions::new(store.clone(), &config)
+        .get(value["research_id"].as_str().unwrap())
+        .await
+        .unwrap();
+    let raw_ids: Vec<&Value> = session["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "raw")
+        .map(|a| &a["file_id"])
+        .collect();
+    let read: Vec<&Value> = session["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["status"] == "read")
+        .collect();
+    assert_eq!(read.len(), 3, "{read:?}");
+    assert!(
+        read.iter().all(|s| raw_ids.contains(&&s["file_id"])),
+        "{session}"
+    );
+    let own = read.iter().find(|s| s["title"] == "Ownership").unwrap();
+    assert_eq!(own["byline"], "Docs Team");
+    assert_eq!(
+        own["canonical_url"],
+        format!("http://{}/pages/ownership", f.origin)
     );
 }
