@@ -1,0 +1,430 @@
+//! The client against a scripted OpenAI-compatible server on loopback that streams real
+//! chunk formats: each request takes the next scripted reply, and the server records what it
+//! was sent and when.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use axum::routing::post;
+use fathom_llm::{
+    ChatModel, ChatRequest, LlmError, Message, ModelConfig, OpenAiChat, ResponseFormat,
+    StreamDelta, ToolSpec,
+};
+use serde_json::{Value, json};
+
+enum Reply {
+    /// SSE `data:` lines, each sent after its pause.
+    Stream(Vec<(u64, String)>),
+    /// A plain status with a JSON body and headers.
+    Status(u16, Vec<(&'static str, String)>, Value),
+    /// A whole, non-streamed completion.
+    Whole(Value),
+}
+
+#[derive(Default)]
+struct Script {
+    replies: Mutex<Vec<Reply>>,
+    seen: Mutex<Vec<(Instant, Value, Option<String>)>>,
+}
+
+async fn completions(
+    State(script): State<Arc<Script>>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    script
+        .seen
+        .lock()
+        .unwrap()
+        .push((Instant::now(), body, auth));
+    let reply = {
+        let mut r = script.replies.lock().unwrap();
+        assert!(!r.is_empty(), "more requests than scripted replies");
+        r.remove(0)
+    };
+    match reply {
+        Reply::Status(code, headers, body) => {
+            let mut b = Response::builder().status(StatusCode::from_u16(code).unwrap());
+            for (k, v) in headers {
+                b = b.header(k, v);
+            }
+            b.header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap()
+        }
+        Reply::Whole(v) => Response::builder()
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(v.to_string()))
+            .unwrap(),
+        Reply::Stream(lines) => {
+            let stream = futures_util::stream::unfold(lines.into_iter(), |mut it| async move {
+                let (pause, data) = it.next()?;
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                Some((
+                    Ok::<_, std::convert::Infallible>(format!("data: {data}\n\n")),
+                    it,
+                ))
+            });
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+    }
+}
+
+async fn server(replies: Vec<Reply>) -> (Arc<Script>, String) {
+    let script = Arc::new(Script {
+        replies: Mutex::new(replies),
+        ..Default::default()
+    });
+    let app = Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .with_state(script.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (script, base)
+}
+
+fn client(base: &str) -> OpenAiChat {
+    let mut c = ModelConfig::new(base, "test-model", Some("sk-test".into()));
+    c.idle_timeout = Duration::from_millis(400);
+    c.timeout = Duration::from_secs(10);
+    c.max_attempts = 3;
+    OpenAiChat::new(c).unwrap()
+}
+
+/// A chat.completion.chunk as OpenAI streams it.
+fn chunk(delta: Value, finish: Option<&str>) -> (u64, String) {
+    let c = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+        "model": "test-model-2026", "choices": [{"index": 0, "delta": delta,
+        "logprobs": null, "finish_reason": finish}]});
+    (5, c.to_string())
+}
+
+fn usage(prompt: u64, completion: u64) -> (u64, String) {
+    let c = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+        "model": "test-model-2026", "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion}});
+    (5, c.to_string())
+}
+
+fn done() -> (u64, String) {
+    (5, "[DONE]".into())
+}
+
+fn text_stream(parts: &[&str]) -> Reply {
+    let mut lines = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+    lines.extend(parts.iter().map(|p| chunk(json!({"content": p}), None)));
+    lines.push(chunk(json!({}), Some("stop")));
+    lines.push(usage(12, parts.len() as u64));
+    lines.push(done());
+    Reply::Stream(lines)
+}
+
+fn question() -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            Message::system("You are terse."),
+            Message::user("Say hello."),
+        ],
+        ..Default::default()
+    }
+}
+
+/// Runs a chat and collects the deltas it streamed.
+async fn chat(
+    c: &OpenAiChat,
+    req: &ChatRequest,
+) -> (Result<fathom_llm::ChatResponse, LlmError>, Vec<StreamDelta>) {
+    let deltas = Mutex::new(Vec::new());
+    let r = c.chat(req, &|d| deltas.lock().unwrap().push(d)).await;
+    (r, deltas.into_inner().unwrap())
+}
+
+#[tokio::test]
+async fn a_plain_answer_streams_and_reports_its_usage() {
+    let (script, base) = server(vec![text_stream(&["Hel", "lo", ", world."])]).await;
+    let (r, deltas) = chat(&client(&base), &question()).await;
+    let r = r.unwrap();
+    assert_eq!(r.content, "Hello, world.");
+    assert_eq!(r.finish_reason, "stop");
+    assert_eq!(r.model, "test-model-2026");
+    assert_eq!(r.attempts, 1);
+    let usage = r.usage.unwrap();
+    assert_eq!(
+        (
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.total_tokens
+        ),
+        (12, 3, 15)
+    );
+    let texts: Vec<&StreamDelta> = deltas.iter().collect();
+    assert_eq!(
+        texts,
+        [
+            &StreamDelta::Text("Hel".into()),
+            &StreamDelta::Text("lo".into()),
+            &StreamDelta::Text(", world.".into())
+        ]
+    );
+    let seen = script.seen.lock().unwrap();
+    let (_, body, auth) = &seen[0];
+    assert_eq!(auth.as_deref(), Some("Bearer sk-test"));
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"]["include_usage"], true);
+    assert_eq!(
+        body["messages"][0],
+        json!({"role": "system", "content": "You are terse."})
+    );
+    assert!(body.get("tools").is_none() && body.get("response_format").is_none());
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_split_across_chunks_are_put_back_together() {
+    let calls = |v: Value| chunk(json!({"tool_calls": v}), None);
+    let stream = Reply::Stream(vec![
+        chunk(json!({"role": "assistant", "content": null}), None),
+        calls(json!([{"index": 0, "id": "call_a", "type": "function",
+                      "function": {"name": "web_search", "arguments": ""}}])),
+        calls(json!([{"index": 0, "function": {"arguments": "{\"que"}}])),
+        calls(json!([{"index": 1, "id": "call_b", "type": "function",
+                      "function": {"name": "fetch_url", "arguments": "{\"url\": "}}])),
+        calls(json!([{"index": 0, "function": {"arguments": "ry\": \"rust borrow\"}"}}])),
+        calls(json!([{"index": 1, "function": {"arguments": "\"https://x.test/a\",}"}}])),
+        chunk(json!({}), Some("tool_calls")),
+        done(),
+    ]);
+    let (script, base) = server(vec![stream]).await;
+    let mut req = question();
+    req.tools = vec![
+        ToolSpec {
+            name: "web_search".into(),
+            description: "Search the web".into(),
+            parameters: json!({"type": "object", "properties": {"query": {"type": "string"}}}),
+        },
+        ToolSpec {
+            name: "fetch_url".into(),
+            description: "Read a page".into(),
+            parameters: json!({"type": "object", "properties": {"url": {"type": "string"}}}),
+        },
+    ];
+    let (r, deltas) = chat(&client(&base), &req).await;
+    let r = r.unwrap();
+    assert_eq!(r.finish_reason, "tool_calls");
+    assert_eq!(r.usage, None, "this server reported no usage");
+    let got: Vec<(&str, &str, Value)> = r
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.kwargs().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("call_a", "web_search", json!({"query": "rust borrow"})),
+            // A trailing comma, tolerated.
+            ("call_b", "fetch_url", json!({"url": "https://x.test/a"})),
+        ]
+    );
+    assert_eq!(
+        deltas,
+        [
+            StreamDelta::ToolCallStarted {
+                index: 0,
+                id: "call_a".into(),
+                name: "web_search".into()
+            },
+            StreamDelta::ToolCallStarted {
+                index: 1,
+                id: "call_b".into(),
+                name: "fetch_url".into()
+            },
+        ]
+    );
+    let seen = script.seen.lock().unwrap();
+    assert_eq!(seen[0].1["tools"][1]["function"]["name"], "fetch_url");
+    assert_eq!(seen[0].1["tool_choice"], "auto");
+}
+
+#[tokio::test]
+async fn malformed_json_is_retried_or_reported_usefully() {
+    // A broken chunk before anything was shown: the call is tried again.
+    let broken = Reply::Stream(vec![(
+        5,
+        "{\"choices\": [{\"delta\": {\"content\": ".into(),
+    )]);
+    let (script, base) = server(vec![broken, text_stream(&["fine"])]).await;
+    let (r, _) = chat(&client(&base), &question()).await;
+    let r = r.unwrap();
+    assert_eq!((r.content.as_str(), r.attempts), ("fine", 2));
+    assert_eq!(script.seen.lock().unwrap().len(), 2);
+
+    // Tool arguments that are not JSON: the call comes back, and its kwargs say why.
+    let bad_args = Reply::Stream(vec![
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "c1", "function":
+            {"name": "web_search", "arguments": "{\"query\": "}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+        done(),
+    ]);
+    // Structured output answered in prose around a fenced block.
+    let prose = text_stream(&["Here is the plan:\n```json\n{\"queries\": [\"a\", \"b\",]}\n```"]);
+    let (_, base) = server(vec![bad_args, prose]).await;
+    let c = client(&base);
+    let (r, _) = chat(&c, &question()).await;
+    let err = r.unwrap().tool_calls[0].kwargs().unwrap_err();
+    assert!(
+        err.contains("arguments of web_search are not valid JSON"),
+        "{err}"
+    );
+    let (r, _) = chat(&c, &question()).await;
+    assert_eq!(r.unwrap().json(), Some(json!({"queries": ["a", "b"]})));
+}
+
+#[tokio::test]
+async fn rate_limits_are_waited_out_as_the_server_asks() {
+    let limited = Reply::Status(
+        429,
+        vec![("retry-after", "1".into())],
+        json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
+    );
+    let (script, base) = server(vec![limited, text_stream(&["ok"])]).await;
+    let (r, _) = chat(&client(&base), &question()).await;
+    assert_eq!(r.unwrap().attempts, 2);
+    let gap = {
+        let seen = script.seen.lock().unwrap();
+        seen[1].0 - seen[0].0
+    };
+    assert!(
+        gap >= Duration::from_millis(950),
+        "waited {gap:?}, Retry-After said 1 s"
+    );
+
+    // 5xx on every attempt: a useful error naming the last failure.
+    let down = || Reply::Status(503, vec![], json!({"error": {"message": "overloaded"}}));
+    let (script, base) = server(vec![down(), down(), down()]).await;
+    let (r, _) = chat(&client(&base), &question()).await;
+    assert_eq!(
+        r.unwrap_err(),
+        LlmError::Unavailable {
+            attempts: 3,
+            last: "HTTP 503: overloaded".into()
+        }
+    );
+    assert_eq!(script.seen.lock().unwrap().len(), 3);
+
+    // A bad key is not retried.
+    let (script, base) = server(vec![Reply::Status(
+        401,
+        vec![],
+        json!({"error": {"message": "Incorrect API key provided"}}),
+    )])
+    .await;
+    let (r, _) = chat(&client(&base), &question()).await;
+    assert_eq!(
+        r.unwrap_err(),
+        LlmError::Refused {
+            status: 401,
+            message: "Incorrect API key provided".into()
+        }
+    );
+    assert_eq!(script.seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_stall_past_the_timeout_is_abandoned() {
+    // Silent before the first chunk: retried, then given up.
+    let silent = || Reply::Stream(vec![(3_000, "[DONE]".into())]);
+    let (script, base) = server(vec![silent(), silent(), silent()]).await;
+    let (r, _) = chat(&client(&base), &question()).await;
+    let err = r.unwrap_err();
+    assert_eq!(
+        err,
+        LlmError::Stalled {
+            after: Duration::from_millis(400)
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "the model sent nothing for 400ms and was abandoned"
+    );
+    assert_eq!(script.seen.lock().unwrap().len(), 3);
+
+    // Silent after text was shown: not retried (the reader would see it twice).
+    let mid = Reply::Stream(vec![
+        chunk(json!({"content": "Partial"}), None),
+        (3_000, "[DONE]".into()),
+    ]);
+    let (script, base) = server(vec![mid]).await;
+    let (r, deltas) = chat(&client(&base), &question()).await;
+    assert!(matches!(r.unwrap_err(), LlmError::Stalled { .. }));
+    assert_eq!(deltas, [StreamDelta::Text("Partial".into())]);
+    assert_eq!(script.seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn structured_output_falls_back_when_the_server_lacks_json_schema() {
+    let refused = Reply::Status(
+        400,
+        vec![],
+        json!({"error": {"message": "response_format json_schema is not supported"}}),
+    );
+    let whole = Reply::Whole(json!({"id": "x", "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant",
+            "content": "{\"outline\": [\"Overview\"]}"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}}));
+    let (script, base) = server(vec![refused, whole]).await;
+    let mut req = question();
+    req.response_format = Some(ResponseFormat {
+        name: "plan".into(),
+        schema: json!({"type": "object", "properties": {"outline": {"type": "array",
+            "items": {"type": "string"}}}}),
+    });
+    let (r, deltas) = chat(&client(&base), &req).await;
+    let r = r.unwrap();
+    assert_eq!(r.json(), Some(json!({"outline": ["Overview"]})));
+    assert_eq!(r.usage.unwrap().total_tokens, 12);
+    assert_eq!(
+        deltas,
+        [StreamDelta::Text("{\"outline\": [\"Overview\"]}".into())]
+    );
+    let seen = script.seen.lock().unwrap();
+    let first = &seen[0].1["response_format"];
+    assert_eq!(first["type"], "json_schema");
+    assert_eq!(first["json_schema"]["strict"], true);
+    assert_eq!(
+        first["json_schema"]["schema"]["additionalProperties"],
+        false
+    );
+    assert!(
+        seen[1].1.get("response_format").is_none(),
+        "asked again without it"
+    );
+}
+
+#[test]
+fn bad_configs_are_refused_with_a_reason() {
+    let e = |base: &str, model: &str| OpenAiChat::new(ModelConfig::new(base, model, None)).err();
+    assert_eq!(
+        e("http://localhost:1/v1", " "),
+        Some(LlmError::Config("no model named".into()))
+    );
+    assert!(matches!(e("ftp://x/v1", "m"), Some(LlmError::Config(m)) if m.contains("not http(s)")));
+    assert!(matches!(e("not a url", "m"), Some(LlmError::Config(m)) if m.contains("not a url")));
+}
