@@ -387,22 +387,20 @@ fn pdf_date(raw: &str) -> Option<String> {
 }
 
 /// Parses any kind Fathom reads. Text formats parse on the blocking pool; PDFs in the
-/// isolated worker when one is configured (else they are refused with a clear reason).
+/// isolated worker when one is configured (else they are refused with a clear reason), at
+/// most one worker per core at a time, so concurrent runs cannot multiply the worker's memory
+/// limit beyond what the machine has. Clones share that bound.
 #[derive(Debug, Clone, Default)]
 pub struct ContentParser {
-    pdf: Option<Arc<PdfSandbox>>,
+    pdf: Option<(Arc<PdfSandbox>, Arc<tokio::sync::Semaphore>)>,
 }
 
 impl ContentParser {
     pub fn new(pdf: Option<PdfSandbox>) -> ContentParser {
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
         ContentParser {
-            pdf: pdf.map(Arc::new),
+            pdf: pdf.map(|p| (Arc::new(p), Arc::new(tokio::sync::Semaphore::new(workers)))),
         }
-    }
-
-    /// True when PDFs can be read.
-    pub fn reads_pdf(&self) -> bool {
-        self.pdf.is_some()
     }
 
     pub async fn parse(
@@ -413,7 +411,11 @@ impl ContentParser {
         charset: Option<String>,
     ) -> Result<ParsedDoc, ParseError> {
         if kind == DocKind::Pdf {
-            let sandbox = self.pdf.as_ref().ok_or(ParseError::PdfUnavailable)?;
+            let (sandbox, slots) = self.pdf.as_ref().ok_or(ParseError::PdfUnavailable)?;
+            let _slot = slots
+                .acquire()
+                .await
+                .map_err(|_| ParseError::PdfUnavailable)?;
             let text = sandbox.read(&bytes).await.map_err(ParseError::Pdf)?;
             return pdf_to_doc(url, text);
         }
