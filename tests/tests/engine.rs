@@ -377,6 +377,122 @@ async fn retries_timeouts_and_deadlines(dialect: Dialect) {
     assert!(done.error.unwrap().contains("timed out"));
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+struct Note {
+    text: String,
+}
+impl_event!(Note, "Note");
+
+fn note(text: &str) -> fathom_engine::Envelope {
+    fathom_engine::Envelope::of(&Note { text: text.into() }).unwrap()
+}
+
+/// Journaled calls put their stream events on the stream with their results (each once,
+/// even when the step runs again), parallel calls included; a stream write while a call is
+/// in flight is refused.
+async fn journaled_calls_stream_with_their_results(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let wf = Workflow::<St>::new::<Go>("fan")
+        .step_with(
+            "fan",
+            StepOptions {
+                timeout: Duration::from_secs(5),
+                retry: RetryPolicy {
+                    max_attempts: 2,
+                    initial_backoff: Duration::from_millis(10),
+                    max_backoff: Duration::from_millis(10),
+                },
+            },
+            move |ctx: Ctx<St>, _: Go| {
+                let c = c.clone();
+                async move {
+                    ctx.write_stream(&Note {
+                        text: "start".into(),
+                    })?;
+                    let call = |name: &'static str, pause: u64| {
+                        let (ctx, c) = (ctx.clone(), c.clone());
+                        async move {
+                            ctx.run_streamed(
+                                name,
+                                vec![note(&format!("{name} called"))],
+                                || async move {
+                                    c.fetch_add(1, Ordering::SeqCst);
+                                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                                    Ok::<_, String>(name.len())
+                                },
+                                |n| Ok(vec![note(&format!("{name} answered {n}"))]),
+                            )
+                            .await
+                        }
+                    };
+                    // On the first attempt the calls are still running 20 ms in (on the retry
+                    // they come from the journal at once, so there is nothing to meddle with).
+                    let first = ctx.attempt() == 1;
+                    let meddler = async {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        first.then(|| {
+                            ctx.write_stream(&Note {
+                                text: "meddle".into(),
+                            })
+                        })
+                    };
+                    let (a, b, meddled) = tokio::join!(call("a", 400), call("bb", 50), meddler);
+                    if let Some(meddled) = meddled {
+                        let refused = meddled.unwrap_err().to_string();
+                        assert!(refused.contains("while a journaled call runs"), "{refused}");
+                    }
+                    assert_eq!((a?, b?), (1, 2));
+                    if ctx.attempt() == 1 {
+                        // Both results are journaled; the retry must not call or show them again.
+                        return Err(StepError::failed("fails once after its calls"));
+                    }
+                    ctx.write_stream(&Note { text: "end".into() })?;
+                    ctx.stop(&Out {
+                        attempts: ctx.attempt(),
+                    })
+                }
+            },
+        )
+        .build();
+    let e = engine(&db, "w1", wf);
+    let (stop, worker) = run_worker(&e);
+    let run = e
+        .start("fan", json!({}), StartOptions::default())
+        .await
+        .unwrap();
+    let done = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status.is_terminal()
+    })
+    .await;
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "each call ran once");
+    let events = db.store.events_after(&run.id, -1, 100).await.unwrap();
+    let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (0..events.len() as i64).collect::<Vec<_>>());
+    let texts: Vec<String> = events
+        .iter()
+        .filter(|e| e.envelope.event_type == "Note")
+        .map(|e| e.envelope.value["text"].as_str().unwrap().to_string())
+        .collect();
+    // "bb" finishes first; "start" goes with the call that started first ("a").
+    assert_eq!(
+        texts,
+        [
+            "bb called",
+            "bb answered 2",
+            "start",
+            "a called",
+            "a answered 1",
+            "end"
+        ]
+    );
+    assert_eq!(events.last().unwrap().envelope.event_type, "Out");
+}
+
 trait AsRefStore {
     fn as_ref_store(&self) -> &dyn RunStore;
 }
@@ -396,5 +512,6 @@ both!(
     approval_survives_restart_and_rejection_replans,
     early_approval_and_bad_events,
     cancel_a_waiting_run,
-    retries_timeouts_and_deadlines
+    retries_timeouts_and_deadlines,
+    journaled_calls_stream_with_their_results
 );

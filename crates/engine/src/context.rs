@@ -1,6 +1,8 @@
 //! The run context a step works through: typed state, events to other steps, events to the
-//! stream, journaled side effects and durable waits. Everything but journaled results is
-//! buffered and committed with the step, in one transaction.
+//! stream, journaled side effects and durable waits. State and sent events are buffered and
+//! committed with the step, in one transaction. Stream events are committed with the next
+//! journaled call to start (with its result), or else with the step: so a long step shows its
+//! calls as they finish, and a step run again after a crash shows each of them once.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,6 +15,12 @@ use crate::error::StepError;
 use crate::event::{Envelope, Event};
 use crate::store::{Lease, RunStore};
 
+/// A journaled call's result: found in the journal, or just computed and not yet stored.
+enum Journaled<T> {
+    Found(T),
+    Fresh(T),
+}
+
 /// What the executor hands a step besides its event and state.
 #[derive(Clone)]
 pub struct CtxParts {
@@ -24,6 +32,8 @@ pub struct CtxParts {
     pub scope: i64,
     pub attempt: u32,
     pub deadline: Option<Instant>,
+    /// Where this process announces events it committed (SSE followers wait on it).
+    pub notices: Option<tokio::sync::broadcast::Sender<crate::executor::RunNotice>>,
 }
 
 /// Everything a step produced, for the commit.
@@ -42,6 +52,9 @@ struct Buffers<S> {
     state_dirty: bool,
     /// Journaled calls completed in this execution, for crash points.
     calls_done: u32,
+    /// Journaled calls running now: stream writes are refused meanwhile, since which call
+    /// they would be committed with would depend on timing.
+    calls_in_flight: u32,
     effects: StepEffects,
 }
 
@@ -69,6 +82,7 @@ impl<S: Serialize + Clone> Ctx<S> {
                 state,
                 state_dirty: false,
                 calls_done: 0,
+                calls_in_flight: 0,
                 effects: StepEffects::default(),
             })),
         }
@@ -138,10 +152,19 @@ impl<S: Serialize + Clone> Ctx<S> {
         Ok(())
     }
 
-    /// Writes an event to the run's stream (committed with the step, numbered in order).
+    /// Writes an event to the run's stream, numbered in order; committed with the next
+    /// journaled call or the step. Refused while a journaled call of this step is running
+    /// (parallel branches pass their events to [`Ctx::run_streamed`] instead).
     pub fn write_stream<E: Event>(&self, event: &E) -> Result<(), StepError> {
         let env = Envelope::of(event)?;
-        self.lock().effects.stream.push(env);
+        let mut b = self.lock();
+        if b.calls_in_flight > 0 {
+            return Err(StepError::Failed(format!(
+                "{} written to the stream while a journaled call runs; pass it to run_streamed",
+                env.event_type
+            )));
+        }
+        b.effects.stream.push(env);
         Ok(())
     }
 
@@ -167,28 +190,90 @@ impl<S: Serialize + Clone> Ctx<S> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        self.run_streamed(key, Vec::new(), f, |_| Ok(Vec::new()))
+            .await
+    }
+
+    /// [`Ctx::run`], with stream events committed in the same transaction as the result:
+    /// the stream events written before this call, then `before`, then what `after` makes of
+    /// the result. When the result is already journaled (a step run again after a crash),
+    /// those events are already in the stream and are not written again.
+    ///
+    /// Parallel branches of a step call this with their own events; the events written with
+    /// [`Ctx::write_stream`] before it go with the call that starts first, which is the
+    /// same call in every execution because the check happens before the first await.
+    pub async fn run_streamed<T, E, F, Fut>(
+        &self,
+        key: &str,
+        before: Vec<Envelope>,
+        f: F,
+        after: impl FnOnce(&T) -> Result<Vec<Envelope>, StepError>,
+    ) -> Result<T, StepError>
+    where
+        T: Serialize + DeserializeOwned,
+        E: std::fmt::Display,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let mut events = {
+            let mut b = self.lock();
+            b.calls_in_flight += 1;
+            std::mem::take(&mut b.effects.stream)
+        };
+        let outcome = self.journaled(key, f).await;
+        self.lock().calls_in_flight -= 1;
+        let value = match outcome? {
+            // Stored by an earlier execution, with its events.
+            Journaled::Found(v) => return Ok(v),
+            Journaled::Fresh(v) => v,
+        };
+        events.extend(before);
+        events.extend(after(&value)?);
         let p = &self.parts;
-        if let Some(v) = p.store.journal_get(&p.lease.run_id, p.scope, key).await? {
-            return serde_json::from_value(v).map_err(|e| {
-                StepError::Failed(format!("journaled result of '{key}' no longer fits: {e}"))
+        let json = serde_json::to_value(&value)?;
+        let (kept, last_seq) = p
+            .store
+            .journal_put(&p.lease, p.scope, key, &json, &events)
+            .await?;
+        if let (Some(seq), Some(notices)) = (last_seq, &p.notices) {
+            let _ = notices.send(crate::executor::RunNotice {
+                run_id: p.lease.run_id.clone(),
+                last_seq: Some(seq),
             });
         }
-        let value = f()
-            .await
-            .map_err(|e| StepError::Failed(format!("{key}: {e}")))?;
-        let json = serde_json::to_value(&value)?;
-        let stored = p.store.journal_put(&p.lease, p.scope, key, &json).await?;
         let done = {
             let mut b = self.lock();
             b.calls_done += 1;
             b.calls_done
         };
         crash_point(p.step, done).await;
-        if stored == json {
+        if kept == json {
             Ok(value)
         } else {
-            Ok(serde_json::from_value(stored)?)
+            Ok(serde_json::from_value(kept)?)
         }
+    }
+
+    /// The journaled result of `key`, or `f`'s fresh one (not yet stored).
+    async fn journaled<T, E, F, Fut>(&self, key: &str, f: F) -> Result<Journaled<T>, StepError>
+    where
+        T: Serialize + DeserializeOwned,
+        E: std::fmt::Display,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let p = &self.parts;
+        if let Some(v) = p.store.journal_get(&p.lease.run_id, p.scope, key).await? {
+            return serde_json::from_value(v)
+                .map(Journaled::Found)
+                .map_err(|e| {
+                    StepError::Failed(format!("journaled result of '{key}' no longer fits: {e}"))
+                });
+        }
+        let value = f()
+            .await
+            .map_err(|e| StepError::Failed(format!("{key}: {e}")))?;
+        Ok(Journaled::Fresh(value))
     }
 
     /// Returns the oldest undelivered external event of type `E`, consuming it when the step

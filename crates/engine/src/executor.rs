@@ -403,6 +403,7 @@ impl Engine {
                 scope: pending.id,
                 attempt,
                 deadline,
+                notices: Some(self.notices.clone()),
             };
             let limit = match deadline {
                 Some(d) => step_timeout.min(d.saturating_duration_since(Instant::now())),

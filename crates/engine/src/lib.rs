@@ -12,10 +12,11 @@
 //!
 //! What a user may rely on, on every store that passes the conformance suite:
 //!
-//! 1. **A step commits atomically.** Its state change, the events it wrote to the stream (each
-//!    given the next per-run sequence number), the events it sent to other steps, the mailbox
-//!    messages it consumed, the consumption of its own input event and its step-journal record
-//!    are written in one transaction. A crash leaves all of it or none of it.
+//! 1. **A step commits atomically.** Its state change, the events it wrote to the stream since
+//!    its last journaled call (each given the next per-run sequence number), the events it
+//!    sent to other steps, the mailbox messages it consumed, the consumption of its own input
+//!    event and its step-journal record are written in one transaction. A crash leaves all of
+//!    it or none of it.
 //! 2. **Steps run at least once; their commits apply exactly once.** After a crash the step
 //!    that was in flight runs again from the top, against the state of the last commit.
 //! 3. **Side effects are journaled.** [`Ctx::run`] stores each call's result under
@@ -23,7 +24,9 @@
 //!    step runs again, every call whose result was stored returns it without running again.
 //!    A call interrupted between its effect and the journal write runs again: external effects
 //!    are at-least-once, and [`Ctx::idempotency_key`] gives a stable key to pass to services
-//!    that deduplicate.
+//!    that deduplicate. The stream events written before a call, and those the call adds
+//!    ([`Ctx::run_streamed`]), are committed with its result: a long step shows its calls as
+//!    they finish, and a step run again shows each of them once.
 //! 4. **Runs are owned through leases with fencing tokens.** Claiming a run bumps its fence;
 //!    every write made while driving it names the fence, and the store refuses a write whose
 //!    fence is stale ([`store::StoreError::LeaseLost`]). A process that dies loses its leases

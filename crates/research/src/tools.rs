@@ -1,11 +1,11 @@
 //! The research tools and how a step calls one: every call is journaled (its result, error
 //! included, is stored under its tool id and never recomputed after a crash) and shows on the
-//! stream as a `ToolCall` followed by its `ToolCallResult`.
+//! stream as a `ToolCall` followed by its `ToolCallResult`, committed with the result.
 
 use std::future::Future;
 
 use async_trait::async_trait;
-use fathom_engine::{Ctx, StepError, WorkflowState};
+use fathom_engine::{Ctx, Envelope, StepError, WorkflowState};
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -64,8 +64,10 @@ impl Invocation {
         }
     }
 
-    /// Runs the tool through the journal and streams the call and its result. `summary`
-    /// turns a success into the text a reader sees; `raw` into the structured output.
+    /// Runs the tool through the journal; the call and its result reach the stream together
+    /// with the journaled result, so a reader sees each tool call as soon as it is done, and
+    /// once. `summary` turns a success into the text a reader sees; `raw` into the structured
+    /// output.
     pub async fn call<S, T, F, Fut>(
         self,
         ctx: &Ctx<S>,
@@ -79,33 +81,36 @@ impl Invocation {
         F: FnOnce() -> Fut,
         Fut: Future<Output = ToolResult<T>>,
     {
-        ctx.write_stream(&ToolCall {
+        let call = Envelope::of(&ToolCall {
             tool_name: self.tool_name.into(),
             tool_kwargs: self.kwargs.clone(),
             tool_id: self.tool_id.clone(),
         })?;
-        let result: ToolResult<T> = ctx
-            .run(&self.tool_id, || async move {
-                Ok::<_, std::convert::Infallible>(f().await)
-            })
-            .await?;
-        let (text, raw_output, is_error) = match &result {
-            Ok(v) => (summary(v), raw(v), false),
-            Err(e) => (e.clone(), Value::Null, true),
-        };
-        ctx.write_stream(&ToolCallResult {
-            tool_name: self.tool_name.into(),
-            tool_kwargs: self.kwargs.clone(),
-            tool_id: self.tool_id,
-            tool_output: ToolOutput {
-                blocks: vec![TextBlock::new(text)],
-                tool_name: self.tool_name.into(),
-                raw_input: self.kwargs,
-                raw_output,
-                is_error,
+        let (tool_name, tool_id, kwargs) = (self.tool_name, self.tool_id.clone(), self.kwargs);
+        ctx.run_streamed(
+            &self.tool_id,
+            vec![call],
+            || async move { Ok::<_, std::convert::Infallible>(f().await) },
+            move |result: &ToolResult<T>| {
+                let (text, raw_output, is_error) = match result {
+                    Ok(v) => (summary(v), raw(v), false),
+                    Err(e) => (e.clone(), Value::Null, true),
+                };
+                Ok(vec![Envelope::of(&ToolCallResult {
+                    tool_name: tool_name.into(),
+                    tool_kwargs: kwargs.clone(),
+                    tool_id,
+                    tool_output: ToolOutput {
+                        blocks: vec![TextBlock::new(text)],
+                        tool_name: tool_name.into(),
+                        raw_input: kwargs,
+                        raw_output,
+                        is_error,
+                    },
+                    return_direct: false,
+                })?])
             },
-            return_direct: false,
-        })?;
-        Ok(result)
+        )
+        .await
     }
 }

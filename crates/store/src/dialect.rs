@@ -18,14 +18,6 @@ impl Dialect {
         }
     }
 
-    /// Holds a run row steady while a fenced write checks it.
-    pub(crate) fn share_lock(self) -> &'static str {
-        match self {
-            Dialect::Postgres => " FOR SHARE",
-            Dialect::Sqlite => "",
-        }
-    }
-
     /// A JSON text parameter stored into a JSON column.
     pub(crate) fn json_in(self, p: &str) -> String {
         match self {

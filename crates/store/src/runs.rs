@@ -541,22 +541,30 @@ impl RunStore for SqlStore {
         scope: i64,
         key: &str,
         value: &Value,
-    ) -> StoreResult<Value> {
+        stream: &[Envelope],
+    ) -> StoreResult<(Value, Option<i64>)> {
+        let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let owned = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $2 AND fence = $3 AND status = 'running'{}",
-            self.dialect.share_lock()
-        )))
+        // Bumping next_seq by 0 still takes the row lock: it fences the put, and serialises
+        // the sequence numbers with any other writer of this run's stream.
+        let n = stream.len() as i64;
+        let row = sqlx::query(
+            "UPDATE runs SET next_seq = next_seq + $1 \
+             WHERE id = $2 AND lease_owner = $3 AND fence = $4 AND status = 'running' \
+             RETURNING next_seq",
+        )
+        .bind(n)
         .bind(&lease.run_id)
         .bind(&lease.owner)
         .bind(lease.fence)
         .fetch_optional(&mut *tx)
         .await
         .map_err(db_err)?;
-        if owned.is_none() {
+        let Some(row) = row else {
             return Err(StoreError::LeaseLost(lease.run_id.clone()));
-        }
-        sqlx::query(
+        };
+        let next_seq: i64 = row.try_get(0).map_err(db_err)?;
+        let inserted = sqlx::query(
             "INSERT INTO call_journal (run_id, scope, key, result, created_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (run_id, scope, key) DO NOTHING",
         )
@@ -564,22 +572,47 @@ impl RunStore for SqlStore {
         .bind(scope)
         .bind(key)
         .bind(to_text(value)?)
-        .bind(now_ms())
+        .bind(now)
         .execute(&mut *tx)
         .await
-        .map_err(db_err)?;
-        let row = sqlx::query(
-            "SELECT result FROM call_journal WHERE run_id = $1 AND scope = $2 AND key = $3",
+        .map_err(db_err)?
+        .rows_affected()
+            == 1;
+        if !inserted {
+            // Someone stored this call first: its events are already in the stream.
+            let row = sqlx::query(
+                "SELECT result FROM call_journal WHERE run_id = $1 AND scope = $2 AND key = $3",
+            )
+            .bind(&lease.run_id)
+            .bind(scope)
+            .bind(key)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            let text: String = row.try_get(0).map_err(db_err)?;
+            // Dropping the transaction rolls the next_seq bump back.
+            drop(tx);
+            return Ok((serde_json::from_str(&text).map_err(json_err)?, None));
+        }
+        let first_seq = next_seq - n;
+        insert_rows(
+            &mut tx,
+            "run_events (run_id, seq, event_type, envelope, created_at)",
+            stream,
+            |p, i, env| {
+                Ok(format!(
+                    "({}, {}, {}, {}, {})",
+                    p.text(lease.run_id.clone()),
+                    p.int(first_seq + i as i64),
+                    p.text(env.event_type.clone()),
+                    p.text(to_text(env)?),
+                    p.int(now)
+                ))
+            },
         )
-        .bind(&lease.run_id)
-        .bind(scope)
-        .bind(key)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        let text: String = row.try_get(0).map_err(db_err)?;
+        .await?;
         self.commit(tx).await?;
-        serde_json::from_str(&text).map_err(json_err)
+        Ok((value.clone(), (n > 0).then_some(next_seq - 1)))
     }
 
     async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome> {

@@ -163,7 +163,8 @@ async fn stale_fence_is_refused_and_applies_nothing(s: SqlStore) {
         .await;
     assert!(matches!(r, Err(StoreError::LeaseLost(_))), "{r:?}");
     assert!(matches!(
-        s.journal_put(&old, start.id, "k", &json!(1)).await,
+        s.journal_put(&old, start.id, "k", &json!(1), &[env(9)])
+            .await,
         Err(StoreError::LeaseLost(_))
     ));
     assert!(!s.renew_lease(&old, 10_000).await.unwrap());
@@ -186,17 +187,36 @@ async fn journal_keeps_first_result(s: SqlStore) {
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
     assert_eq!(s.journal_get("r1", 1, "llm").await.unwrap(), None);
     assert_eq!(
-        s.journal_put(&lease, 1, "llm", &json!({"a": 1}))
+        s.journal_put(&lease, 1, "llm", &json!({"a": 1}), &[env(0), env(1)])
             .await
             .unwrap(),
-        json!({"a": 1})
+        (json!({"a": 1}), Some(1))
     );
+    // The losing put keeps the first result and writes none of its events.
     assert_eq!(
-        s.journal_put(&lease, 1, "llm", &json!({"a": 2}))
+        s.journal_put(&lease, 1, "llm", &json!({"a": 2}), &[env(2)])
             .await
             .unwrap(),
-        json!({"a": 1})
+        (json!({"a": 1}), None)
     );
+    // Events of a journaled call are numbered with the step's own, without a gap.
+    let start = s.next_pending("r1").await.unwrap().unwrap();
+    let seqs = s
+        .commit_step(
+            &lease,
+            commit(start.id, vec![env(3)], StepOutcome::Continue),
+        )
+        .await
+        .unwrap();
+    assert_eq!(seqs, vec![2]);
+    let got: Vec<i64> = s
+        .events_after("r1", -1, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(got, vec![0, 1, 2]);
     assert_eq!(
         s.journal_get("r1", 1, "llm").await.unwrap(),
         Some(json!({"a": 1}))

@@ -225,14 +225,18 @@ pub trait RunStore: Send + Sync + 'static {
     ) -> StoreResult<SuspendOutcome>;
 
     async fn journal_get(&self, run_id: &str, scope: i64, key: &str) -> StoreResult<Option<Value>>;
-    /// Stores a call result (fenced). The first stored result for a key wins and is returned.
+    /// Stores a call result (fenced), and appends `stream` to the run's stream in the same
+    /// transaction, so the stream shows the call as soon as it is done. The first stored
+    /// result for a key wins and is returned; a put that loses writes no events. Returns the
+    /// stored result and the last sequence number written, if any.
     async fn journal_put(
         &self,
         lease: &Lease,
         scope: i64,
         key: &str,
         value: &Value,
-    ) -> StoreResult<Value>;
+        stream: &[crate::event::Envelope],
+    ) -> StoreResult<(Value, Option<i64>)>;
 
     async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome>;
     async fn mailbox_peek(&self, run_id: &str, event_type: &str) -> StoreResult<MailboxView>;
