@@ -179,8 +179,14 @@ pub(crate) fn research_service(
     // serves its own file:// URLs either way.
     let tools =
         fathom_research::web::web_tools(&config.web, Some(corpus)).map_err(|e| anyhow!(e))?;
+    // The agent when the config or OPENAI_* name a model; else the offline planner and writer.
+    let models = match &config.llm.roles {
+        Some(roles) => Some(fathom_research::agent::Models::from_roles(roles)?),
+        None => None,
+    };
     let deps = ResearchDeps {
         parser: crate::pdf_worker::content_parser(&config),
+        models,
         config,
         search: tools.search,
         fetcher: tools.fetcher,

@@ -2,100 +2,15 @@
 //! chunk formats: each request takes the next scripted reply, and the server records what it
 //! was sent and when.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::Response;
-use axum::routing::post;
+use fathom_llm::scripted::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply, Server, chunk, done};
 use fathom_llm::{
     ChatModel, ChatRequest, LlmError, Message, ModelConfig, OpenAiChat, ResponseFormat,
     StreamDelta, ToolSpec,
 };
 use serde_json::{Value, json};
-
-enum Reply {
-    /// SSE `data:` lines, each sent after its pause.
-    Stream(Vec<(u64, String)>),
-    /// A plain status with a JSON body and headers.
-    Status(u16, Vec<(&'static str, String)>, Value),
-    /// A whole, non-streamed completion.
-    Whole(Value),
-}
-
-#[derive(Default)]
-struct Script {
-    replies: Mutex<Vec<Reply>>,
-    seen: Mutex<Vec<(Instant, Value, Option<String>)>>,
-}
-
-async fn completions(
-    State(script): State<Arc<Script>>,
-    headers: axum::http::HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    let auth = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body: Value = serde_json::from_slice(&body).unwrap();
-    script
-        .seen
-        .lock()
-        .unwrap()
-        .push((Instant::now(), body, auth));
-    let reply = {
-        let mut r = script.replies.lock().unwrap();
-        assert!(!r.is_empty(), "more requests than scripted replies");
-        r.remove(0)
-    };
-    match reply {
-        Reply::Status(code, headers, body) => {
-            let mut b = Response::builder().status(StatusCode::from_u16(code).unwrap());
-            for (k, v) in headers {
-                b = b.header(k, v);
-            }
-            b.header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(body.to_string()))
-                .unwrap()
-        }
-        Reply::Whole(v) => Response::builder()
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(v.to_string()))
-            .unwrap(),
-        Reply::Stream(lines) => {
-            let stream = futures_util::stream::unfold(lines.into_iter(), |mut it| async move {
-                let (pause, data) = it.next()?;
-                tokio::time::sleep(Duration::from_millis(pause)).await;
-                Some((
-                    Ok::<_, std::convert::Infallible>(format!("data: {data}\n\n")),
-                    it,
-                ))
-            });
-            Response::builder()
-                .header(header::CONTENT_TYPE, "text/event-stream")
-                .body(Body::from_stream(stream))
-                .unwrap()
-        }
-    }
-}
-
-async fn server(replies: Vec<Reply>) -> (Arc<Script>, String) {
-    let script = Arc::new(Script {
-        replies: Mutex::new(replies),
-        ..Default::default()
-    });
-    let app = Router::new()
-        .route("/v1/chat/completions", post(completions))
-        .with_state(script.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (script, base)
-}
 
 fn client(base: &str) -> OpenAiChat {
     let mut c = ModelConfig::new(base, "test-model", Some("sk-test".into()));
@@ -105,33 +20,8 @@ fn client(base: &str) -> OpenAiChat {
     OpenAiChat::new(c).unwrap()
 }
 
-/// A chat.completion.chunk as OpenAI streams it.
-fn chunk(delta: Value, finish: Option<&str>) -> (u64, String) {
-    let c = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
-        "model": "test-model-2026", "choices": [{"index": 0, "delta": delta,
-        "logprobs": null, "finish_reason": finish}]});
-    (5, c.to_string())
-}
-
-fn usage(prompt: u64, completion: u64) -> (u64, String) {
-    let c = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
-        "model": "test-model-2026", "choices": [],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                  "total_tokens": prompt + completion}});
-    (5, c.to_string())
-}
-
-fn done() -> (u64, String) {
-    (5, "[DONE]".into())
-}
-
 fn text_stream(parts: &[&str]) -> Reply {
-    let mut lines = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-    lines.extend(parts.iter().map(|p| chunk(json!({"content": p}), None)));
-    lines.push(chunk(json!({}), Some("stop")));
-    lines.push(usage(12, parts.len() as u64));
-    lines.push(done());
-    Reply::Stream(lines)
+    Reply::Text(parts.iter().map(|p| p.to_string()).collect())
 }
 
 fn question() -> ChatRequest {
@@ -156,12 +46,13 @@ async fn chat(
 
 #[tokio::test]
 async fn a_plain_answer_streams_and_reports_its_usage() {
-    let (script, base) = server(vec![text_stream(&["Hel", "lo", ", world."])]).await;
+    let server = Server::sequence(vec![text_stream(&["Hel", "lo", ", world."])]).await;
+    let base = server.base_url.clone();
     let (r, deltas) = chat(&client(&base), &question()).await;
     let r = r.unwrap();
     assert_eq!(r.content, "Hello, world.");
     assert_eq!(r.finish_reason, "stop");
-    assert_eq!(r.model, "test-model-2026");
+    assert_eq!(r.model, "scripted-model");
     assert_eq!(r.attempts, 1);
     let usage = r.usage.unwrap();
     assert_eq!(
@@ -170,7 +61,11 @@ async fn a_plain_answer_streams_and_reports_its_usage() {
             usage.completion_tokens,
             usage.total_tokens
         ),
-        (12, 3, 15)
+        (
+            PROMPT_TOKENS,
+            COMPLETION_TOKENS,
+            PROMPT_TOKENS + COMPLETION_TOKENS
+        )
     );
     let texts: Vec<&StreamDelta> = deltas.iter().collect();
     assert_eq!(
@@ -181,8 +76,8 @@ async fn a_plain_answer_streams_and_reports_its_usage() {
             &StreamDelta::Text(", world.".into())
         ]
     );
-    let seen = script.seen.lock().unwrap();
-    let (_, body, auth) = &seen[0];
+    let seen = server.requests();
+    let (body, auth) = (&seen[0].body, &seen[0].authorization);
     assert_eq!(auth.as_deref(), Some("Bearer sk-test"));
     assert_eq!(body["model"], "test-model");
     assert_eq!(body["stream"], true);
@@ -197,7 +92,7 @@ async fn a_plain_answer_streams_and_reports_its_usage() {
 #[tokio::test]
 async fn parallel_tool_calls_split_across_chunks_are_put_back_together() {
     let calls = |v: Value| chunk(json!({"tool_calls": v}), None);
-    let stream = Reply::Stream(vec![
+    let stream = Reply::Raw(vec![
         chunk(json!({"role": "assistant", "content": null}), None),
         calls(json!([{"index": 0, "id": "call_a", "type": "function",
                       "function": {"name": "web_search", "arguments": ""}}])),
@@ -209,7 +104,8 @@ async fn parallel_tool_calls_split_across_chunks_are_put_back_together() {
         chunk(json!({}), Some("tool_calls")),
         done(),
     ]);
-    let (script, base) = server(vec![stream]).await;
+    let server = Server::sequence(vec![stream]).await;
+    let base = server.base_url.clone();
     let mut req = question();
     req.tools = vec![
         ToolSpec {
@@ -255,26 +151,27 @@ async fn parallel_tool_calls_split_across_chunks_are_put_back_together() {
             },
         ]
     );
-    let seen = script.seen.lock().unwrap();
-    assert_eq!(seen[0].1["tools"][1]["function"]["name"], "fetch_url");
-    assert_eq!(seen[0].1["tool_choice"], "auto");
+    let seen = server.requests();
+    assert_eq!(seen[0].body["tools"][1]["function"]["name"], "fetch_url");
+    assert_eq!(seen[0].body["tool_choice"], "auto");
 }
 
 #[tokio::test]
 async fn malformed_json_is_retried_or_reported_usefully() {
     // A broken chunk before anything was shown: the call is tried again.
-    let broken = Reply::Stream(vec![(
+    let broken = Reply::Raw(vec![(
         5,
         "{\"choices\": [{\"delta\": {\"content\": ".into(),
     )]);
-    let (script, base) = server(vec![broken, text_stream(&["fine"])]).await;
+    let server = Server::sequence(vec![broken, text_stream(&["fine"])]).await;
+    let base = server.base_url.clone();
     let (r, _) = chat(&client(&base), &question()).await;
     let r = r.unwrap();
     assert_eq!((r.content.as_str(), r.attempts), ("fine", 2));
-    assert_eq!(script.seen.lock().unwrap().len(), 2);
+    assert_eq!(server.requests().len(), 2);
 
     // Tool arguments that are not JSON: the call comes back, and its kwargs say why.
-    let bad_args = Reply::Stream(vec![
+    let bad_args = Reply::Raw(vec![
         chunk(
             json!({"tool_calls": [{"index": 0, "id": "c1", "function":
             {"name": "web_search", "arguments": "{\"query\": "}}]}),
@@ -285,7 +182,8 @@ async fn malformed_json_is_retried_or_reported_usefully() {
     ]);
     // Structured output answered in prose around a fenced block.
     let prose = text_stream(&["Here is the plan:\n```json\n{\"queries\": [\"a\", \"b\",]}\n```"]);
-    let (_, base) = server(vec![bad_args, prose]).await;
+    let server = Server::sequence(vec![bad_args, prose]).await;
+    let base = server.base_url.clone();
     let c = client(&base);
     let (r, _) = chat(&c, &question()).await;
     let err = r.unwrap().tool_calls[0].kwargs().unwrap_err();
@@ -304,12 +202,13 @@ async fn rate_limits_are_waited_out_as_the_server_asks() {
         vec![("retry-after", "1".into())],
         json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
     );
-    let (script, base) = server(vec![limited, text_stream(&["ok"])]).await;
+    let server = Server::sequence(vec![limited, text_stream(&["ok"])]).await;
+    let base = server.base_url.clone();
     let (r, _) = chat(&client(&base), &question()).await;
     assert_eq!(r.unwrap().attempts, 2);
     let gap = {
-        let seen = script.seen.lock().unwrap();
-        seen[1].0 - seen[0].0
+        let seen = server.requests();
+        seen[1].at - seen[0].at
     };
     assert!(
         gap >= Duration::from_millis(950),
@@ -318,7 +217,8 @@ async fn rate_limits_are_waited_out_as_the_server_asks() {
 
     // 5xx on every attempt: a useful error naming the last failure.
     let down = || Reply::Status(503, vec![], json!({"error": {"message": "overloaded"}}));
-    let (script, base) = server(vec![down(), down(), down()]).await;
+    let server = Server::sequence(vec![down(), down(), down()]).await;
+    let base = server.base_url.clone();
     let (r, _) = chat(&client(&base), &question()).await;
     assert_eq!(
         r.unwrap_err(),
@@ -327,15 +227,16 @@ async fn rate_limits_are_waited_out_as_the_server_asks() {
             last: "HTTP 503: overloaded".into()
         }
     );
-    assert_eq!(script.seen.lock().unwrap().len(), 3);
+    assert_eq!(server.requests().len(), 3);
 
     // A bad key is not retried.
-    let (script, base) = server(vec![Reply::Status(
+    let server = Server::sequence(vec![Reply::Status(
         401,
         vec![],
         json!({"error": {"message": "Incorrect API key provided"}}),
     )])
     .await;
+    let base = server.base_url.clone();
     let (r, _) = chat(&client(&base), &question()).await;
     assert_eq!(
         r.unwrap_err(),
@@ -344,14 +245,15 @@ async fn rate_limits_are_waited_out_as_the_server_asks() {
             message: "Incorrect API key provided".into()
         }
     );
-    assert_eq!(script.seen.lock().unwrap().len(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn a_stall_past_the_timeout_is_abandoned() {
     // Silent before the first chunk: retried, then given up.
-    let silent = || Reply::Stream(vec![(3_000, "[DONE]".into())]);
-    let (script, base) = server(vec![silent(), silent(), silent()]).await;
+    let silent = || Reply::Raw(vec![(3_000, "[DONE]".into())]);
+    let server = Server::sequence(vec![silent(), silent(), silent()]).await;
+    let base = server.base_url.clone();
     let (r, _) = chat(&client(&base), &question()).await;
     let err = r.unwrap_err();
     assert_eq!(
@@ -364,18 +266,19 @@ async fn a_stall_past_the_timeout_is_abandoned() {
         err.to_string(),
         "the model sent nothing for 400ms and was abandoned"
     );
-    assert_eq!(script.seen.lock().unwrap().len(), 3);
+    assert_eq!(server.requests().len(), 3);
 
     // Silent after text was shown: not retried (the reader would see it twice).
-    let mid = Reply::Stream(vec![
+    let mid = Reply::Raw(vec![
         chunk(json!({"content": "Partial"}), None),
         (3_000, "[DONE]".into()),
     ]);
-    let (script, base) = server(vec![mid]).await;
+    let server = Server::sequence(vec![mid]).await;
+    let base = server.base_url.clone();
     let (r, deltas) = chat(&client(&base), &question()).await;
     assert!(matches!(r.unwrap_err(), LlmError::Stalled { .. }));
     assert_eq!(deltas, [StreamDelta::Text("Partial".into())]);
-    assert_eq!(script.seen.lock().unwrap().len(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
@@ -385,11 +288,9 @@ async fn structured_output_falls_back_when_the_server_lacks_json_schema() {
         vec![],
         json!({"error": {"message": "response_format json_schema is not supported"}}),
     );
-    let whole = Reply::Whole(json!({"id": "x", "object": "chat.completion", "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant",
-            "content": "{\"outline\": [\"Overview\"]}"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}}));
-    let (script, base) = server(vec![refused, whole]).await;
+    let whole = Reply::Whole("{\"outline\": [\"Overview\"]}".into());
+    let server = Server::sequence(vec![refused, whole]).await;
+    let base = server.base_url.clone();
     let mut req = question();
     req.response_format = Some(ResponseFormat {
         name: "plan".into(),
@@ -399,13 +300,16 @@ async fn structured_output_falls_back_when_the_server_lacks_json_schema() {
     let (r, deltas) = chat(&client(&base), &req).await;
     let r = r.unwrap();
     assert_eq!(r.json(), Some(json!({"outline": ["Overview"]})));
-    assert_eq!(r.usage.unwrap().total_tokens, 12);
+    assert_eq!(
+        r.usage.unwrap().total_tokens,
+        PROMPT_TOKENS + COMPLETION_TOKENS
+    );
     assert_eq!(
         deltas,
         [StreamDelta::Text("{\"outline\": [\"Overview\"]}".into())]
     );
-    let seen = script.seen.lock().unwrap();
-    let first = &seen[0].1["response_format"];
+    let seen = server.requests();
+    let first = &seen[0].body["response_format"];
     assert_eq!(first["type"], "json_schema");
     assert_eq!(first["json_schema"]["strict"], true);
     assert_eq!(
@@ -413,7 +317,7 @@ async fn structured_output_falls_back_when_the_server_lacks_json_schema() {
         false
     );
     assert!(
-        seen[1].1.get("response_format").is_none(),
+        seen[1].body.get("response_format").is_none(),
         "asked again without it"
     );
 }

@@ -6,6 +6,7 @@
 //! [`Corpus`]; the tools are traits so web search and fetching plug in the same way.
 //! `research-metadata` tells a frontend the settings schema and where sessions are saved.
 
+pub mod agent;
 pub mod corpus;
 pub mod docx;
 pub mod events;

@@ -24,6 +24,9 @@ pub struct Section {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub title: String,
+    /// A line under the title a reader must see first (research cut short, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     pub sections: Vec<Section>,
     pub sources: Vec<Source>,
 }
@@ -96,11 +99,16 @@ impl Report {
         let mut next = self.clone();
         let mut text = String::new();
         for q in &patch.quotes {
-            let n = next.cite(q);
             if !text.is_empty() {
                 text.push(' ');
             }
-            text.push_str(&format!("{} [{n}]", q.text.trim()));
+            // A sentence with no source (the agent's connecting prose) carries no marker.
+            if q.source_url.is_empty() {
+                text.push_str(q.text.trim());
+            } else {
+                let n = next.cite(q);
+                text.push_str(&format!("{} [{n}]", q.text.trim()));
+            }
         }
         if patch.quotes.is_empty()
             && let Some(note) = &patch.note
@@ -127,6 +135,9 @@ impl Report {
 
     pub fn render(&self) -> String {
         let mut md = format!("# {}\n", crate::text::escape_inline(&self.title));
+        if let Some(notice) = &self.notice {
+            md.push_str(&format!("\n_{}_\n", crate::text::escape_inline(notice)));
+        }
         for s in &self.sections {
             md.push_str(&format!("\n## {}\n", crate::text::escape_inline(&s.title)));
             for p in &s.paragraphs {

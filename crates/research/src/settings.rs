@@ -25,6 +25,45 @@ pub struct Settings {
     pub sentences_per_section: usize,
     /// Pause between two fetches, for politeness towards servers.
     pub fetch_delay_ms: u64,
+    /// How far the agent digs: `light`, `medium` or `extended` research steps.
+    #[serde(default)]
+    pub depth: Depth,
+    /// Researchers the agent runs at once.
+    #[serde(default = "default_parallel")]
+    pub max_parallel_researchers: usize,
+    /// Tokens the agent may spend in one run (prompt and completion); near it, research stops
+    /// and the report is written from what was gathered.
+    #[serde(default = "default_token_budget")]
+    pub token_budget: u64,
+}
+
+fn default_parallel() -> usize {
+    3
+}
+
+fn default_token_budget() -> u64 {
+    400_000
+}
+
+/// How many research steps the agent may take.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Depth {
+    Light,
+    #[default]
+    Medium,
+    Extended,
+}
+
+impl Depth {
+    /// Research steps (rounds of researchers, each followed by a reflection) at most.
+    pub fn max_steps(self) -> usize {
+        match self {
+            Depth::Light => 2,
+            Depth::Medium => 4,
+            Depth::Extended => 8,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +93,8 @@ pub struct ResearchConfig {
     pub web: WebConfig,
     /// `parse`: the limits PDFs are read under.
     pub pdf: crate::pdf::PdfLimits,
+    /// `llm`: the model of each agent role, when the agent is configured.
+    pub llm: LlmConfig,
     pub defaults: Map<String, Value>,
     /// The settings schema as written, with `$ref`s.
     pub schema: Value,
@@ -119,6 +160,9 @@ impl ResearchConfig {
             research_collection: str_at("/agent_data/research_collection", "research-sessions"),
             web: WebConfig::from_json(json, &in_base)?,
             pdf: pdf_limits(json.get("parse").unwrap_or(&Value::Null))?,
+            llm: LlmConfig::from_json(json.get("llm").unwrap_or(&Value::Null), &|k| {
+                std::env::var(k).ok()
+            })?,
             corpus: match research.get("corpus") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) if !s.trim().is_empty() => {
@@ -248,6 +292,84 @@ fn pdf_limits(parse: &Value) -> Result<crate::pdf::PdfLimits, String> {
         );
     }
     Ok(limits)
+}
+
+/// The model behind each agent role. All three or none: without a model the offline planner
+/// and extractive writer run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LlmConfig {
+    pub roles: Option<AgentRoles>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRoles {
+    pub planner: fathom_llm::ModelConfig,
+    pub researcher: fathom_llm::ModelConfig,
+    pub writer: fathom_llm::ModelConfig,
+}
+
+impl LlmConfig {
+    /// The `llm` section, with the environment's `OPENAI_BASE_URL`, `OPENAI_API_KEY` and
+    /// `OPENAI_MODEL` over its top-level values and each role's own values over both.
+    pub fn from_json(
+        llm: &Value,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<LlmConfig, String> {
+        let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+        let text = |v: &Value, k: &str| -> Result<Option<String>, String> {
+            match v.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
+                Some(_) => Err(format!("llm: {k} must be a string")),
+            }
+        };
+        let secs = |k: &str, default: u64| -> Result<std::time::Duration, String> {
+            Ok(std::time::Duration::from_secs(
+                count(llm, "llm", k, default)?.max(1),
+            ))
+        };
+        let (timeout, idle) = (
+            secs("timeout_seconds", 300)?,
+            secs("idle_timeout_seconds", 60)?,
+        );
+        let attempts = count(llm, "llm", "max_attempts", 4)?.clamp(1, 10) as u32;
+        let role = |name: &str| -> Result<Option<fathom_llm::ModelConfig>, String> {
+            let own = llm.get(name).unwrap_or(&Value::Null);
+            if !(own.is_null() || own.is_object()) {
+                return Err(format!("llm.{name} must be an object"));
+            }
+            let model = text(own, "model")?
+                .or_else(|| env("OPENAI_MODEL"))
+                .or(text(llm, "model")?);
+            let Some(model) = model else {
+                return Ok(None);
+            };
+            let base = text(own, "base_url")?
+                .or_else(|| env("OPENAI_BASE_URL"))
+                .or(text(llm, "base_url")?)
+                .unwrap_or_else(|| "https://api.openai.com/v1".into());
+            let key_var = text(own, "api_key_env")?
+                .or(text(llm, "api_key_env")?)
+                .unwrap_or_else(|| "OPENAI_API_KEY".into());
+            let mut c = fathom_llm::ModelConfig::new(&base, &model, env(&key_var));
+            c.timeout = timeout;
+            c.idle_timeout = idle;
+            c.max_attempts = attempts;
+            Ok(Some(c))
+        };
+        match (role("planner")?, role("researcher")?, role("writer")?) {
+            (Some(planner), Some(researcher), Some(writer)) => Ok(LlmConfig {
+                roles: Some(AgentRoles {
+                    planner,
+                    researcher,
+                    writer,
+                }),
+            }),
+            (None, None, None) => Ok(LlmConfig::default()),
+            _ => Err("llm: give every role (planner, researcher, writer) a model, or set llm.model or OPENAI_MODEL for all".into()),
+        }
+    }
 }
 
 /// The `search` and `fetch` sections of the config.
@@ -415,6 +537,52 @@ mod tests {
             let err = ResearchConfig::load(Some(&path)).unwrap_err().to_string();
             assert!(err.contains(expected), "{expected}: {err}");
         }
+    }
+
+    #[test]
+    fn models_come_from_the_environment_and_per_role_config() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let none = LlmConfig::from_json(&Value::Null, &env(&[])).unwrap();
+        assert_eq!(none.roles, None);
+        let all = LlmConfig::from_json(
+            &Value::Null,
+            &env(&[
+                ("OPENAI_MODEL", "gpt-x"),
+                ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1/"),
+                ("OPENAI_API_KEY", "sk-1"),
+            ]),
+        )
+        .unwrap()
+        .roles
+        .unwrap();
+        assert_eq!(all.writer.model, "gpt-x");
+        assert_eq!(all.planner.base_url, "http://127.0.0.1:9/v1");
+        assert_eq!(all.researcher.api_key.as_deref(), Some("sk-1"));
+        let mixed = LlmConfig::from_json(
+            &json!({"model": "base", "timeout_seconds": 20,
+                    "writer": {"model": "big", "base_url": "http://w/v1", "api_key_env": "W_KEY"}}),
+            &env(&[("W_KEY", "sk-w")]),
+        )
+        .unwrap()
+        .roles
+        .unwrap();
+        assert_eq!(
+            (mixed.planner.model.as_str(), mixed.writer.model.as_str()),
+            ("base", "big")
+        );
+        assert_eq!(mixed.writer.api_key.as_deref(), Some("sk-w"));
+        assert_eq!(mixed.planner.api_key, None);
+        assert_eq!(mixed.writer.timeout, std::time::Duration::from_secs(20));
+        let partial = LlmConfig::from_json(&json!({"planner": {"model": "p"}}), &env(&[]));
+        assert!(partial.unwrap_err().contains("every role"));
+        let bad = LlmConfig::from_json(&json!({"model": 3}), &env(&[]));
+        assert_eq!(bad.unwrap_err(), "llm: model must be a string");
     }
 
     #[test]

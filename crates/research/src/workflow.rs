@@ -19,7 +19,7 @@ use crate::planner::{Plan, decompose_query};
 use crate::report::{Patch, Report};
 use crate::service::{Sessions, check_decision, check_start};
 use crate::settings::{ResearchConfig, Settings};
-use crate::tools::{Fetcher, Invocation, SearchProvider};
+use crate::tools::{Fetcher, Invocation, SearchProvider, ToolResult};
 use crate::web::canonical_url;
 use crate::writer::{draft_sections, pack_patches};
 
@@ -92,6 +92,12 @@ pub struct ResearchState {
     /// When research must wrap up (set at approval: waiting at the gate is not research).
     pub research_deadline_ms: Option<i64>,
     pub tool_calls: u32,
+    /// Tokens the agent's model calls used (prompt and completion).
+    #[serde(default)]
+    pub tokens_used: u64,
+    /// What the agent's researchers gathered, kept apart from the report.
+    #[serde(default)]
+    pub gathered: Option<crate::agent::researcher::Gathered>,
 }
 
 impl ResearchState {
@@ -114,6 +120,9 @@ impl ResearchState {
             "artifacts": self.artifacts,
             "report_markdown": self.report_markdown,
             "cited_sources": self.report.sources,
+            "tokens_used": self.tokens_used,
+            "findings": self.gathered.as_ref().map(|g| &g.findings),
+            "cut_short": self.gathered.as_ref().and_then(|g| g.cut_short.as_ref()),
             "updated_at_ms": now_ms(),
         })
     }
@@ -128,6 +137,8 @@ pub struct ResearchDeps {
     pub fetcher: Arc<dyn Fetcher>,
     /// How fetched documents are read (PDFs in an isolated worker).
     pub parser: ContentParser,
+    /// The agent's models; None runs the offline planner and extractive writer.
+    pub models: Option<crate::agent::Models>,
     pub sessions: Arc<dyn CollectionStore>,
     pub artifacts: Arc<dyn ArtifactStore>,
 }
@@ -142,7 +153,7 @@ impl ResearchDeps {
     }
 }
 
-type C = Ctx<ResearchState>;
+pub(crate) type C = Ctx<ResearchState>;
 
 fn next_tool_id(ctx: &C, tool: &str) -> String {
     ctx.edit_state(|s| {
@@ -184,6 +195,22 @@ async fn plan_round(
         s.status = SessionStatus::Planning;
         s.clone()
     });
+    // With a model, the planner agent drafts the plan (it has no tools: phase A cannot reach
+    // the web); `decompose_query` then records it, as it records the built-in planner's.
+    let drafted = match &deps.models {
+        Some(models) => Some(
+            crate::agent::planner::plan(
+                &ctx,
+                models,
+                state.round,
+                &state.query,
+                &state.feedback,
+                &state.answers,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let id = next_tool_id(&ctx, "decompose_query");
     let kwargs =
         json!({"query": state.query, "feedback": state.feedback, "answers": state.answers});
@@ -192,11 +219,20 @@ async fn plan_round(
         state.feedback.clone(),
         state.answers.clone(),
     );
+    let note = drafted.as_ref().and_then(|(_, n)| n.clone());
     let plan = Invocation::new("decompose_query", id, kwargs)
         .call(
             &ctx,
-            || async move { Ok(decompose_query(&q, &f, &a)) },
-            Plan::to_text,
+            || async move {
+                Ok(match drafted {
+                    Some((plan, _)) => plan,
+                    None => decompose_query(&q, &f, &a),
+                })
+            },
+            move |p: &Plan| match note {
+                Some(n) => format!("{}\n(Note: {n}.)", p.to_text()),
+                None => p.to_text(),
+            },
             |p| serde_json::to_value(p).unwrap_or(Value::Null),
         )
         .await?
@@ -296,6 +332,52 @@ async fn run_web_research(
     let state = ctx.state();
     let settings = state.settings()?.clone();
     let wrap_up = state.wrap_up_at();
+    if let Some(models) = &deps.models {
+        let gathered =
+            crate::agent::researcher::research(&ctx, &deps, models, &ev.plan, &settings, || {
+                past(wrap_up)
+            })
+            .await?;
+        let hits: Vec<SearchHit> = gathered
+            .read
+            .iter()
+            .map(|r| SearchHit {
+                url: r.url.clone(),
+                title: r.title.clone(),
+                heading: String::new(),
+                snippet: String::new(),
+                score: 0.0,
+            })
+            .collect();
+        ctx.edit_state(|s| {
+            s.sources = gathered
+                .read
+                .iter()
+                .map(|r| SourceEntry {
+                    url: r.url.clone(),
+                    title: r.title.clone(),
+                    snippet: String::new(),
+                    status: "read".into(),
+                    error: None,
+                    file_id: Some(r.file_id.clone()),
+                    byline: None,
+                    published: None,
+                    site_name: None,
+                    canonical_url: None,
+                    pages: None,
+                })
+                .collect();
+            s.artifacts
+                .extend(gathered.read.iter().map(|r| ArtifactRef {
+                    file_id: r.file_id.clone(),
+                    kind: "parsed".into(),
+                    url: Some(r.url.clone()),
+                }));
+            s.gathered = Some(gathered);
+        });
+        deps.save_session(&ctx.state()).await?;
+        return ctx.send(SourcesFound { hits });
+    }
     let mut per_query: Vec<Vec<SearchHit>> = Vec::new();
     for query in ev.plan.queries.iter().take(50) {
         if past(wrap_up) {
@@ -361,32 +443,87 @@ async fn run_web_research(
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct FetchedRef {
-    url: String,
-    kind: DocKind,
-    size: usize,
-    file_id: String,
+pub(crate) struct FetchedRef {
+    pub(crate) url: String,
+    pub(crate) kind: DocKind,
+    pub(crate) size: usize,
+    pub(crate) file_id: String,
     #[serde(default)]
-    charset: Option<String>,
+    pub(crate) charset: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct ParsedSummary {
-    title: String,
-    words: usize,
-    blocks: usize,
-    file_id: String,
+pub(crate) struct ParsedSummary {
+    pub(crate) title: String,
+    pub(crate) words: usize,
+    pub(crate) blocks: usize,
+    pub(crate) file_id: String,
     // What a citation shows besides the title; absent in journals from before they existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    byline: Option<String>,
+    pub(crate) byline: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    published: Option<String>,
+    pub(crate) published: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    canonical_url: Option<String>,
+    pub(crate) canonical_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    site_name: Option<String>,
+    pub(crate) site_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pages: Option<u32>,
+    pub(crate) pages: Option<u32>,
+}
+
+/// `fetch_url`: the document's bytes, stored content-addressed.
+pub(crate) async fn fetch_raw(
+    fetcher: &dyn Fetcher,
+    artifacts: &dyn ArtifactStore,
+    url: &str,
+) -> ToolResult<FetchedRef> {
+    let f = fetcher.fetch(url).await?;
+    let meta = artifacts
+        .put_artifact(f.kind.content_type(), &f.bytes)
+        .await
+        .map_err(|e| format!("could not store {url}: {e}"))?;
+    Ok(FetchedRef {
+        url: f.url,
+        kind: f.kind,
+        size: f.bytes.len(),
+        file_id: meta.file_id,
+        charset: f.charset,
+    })
+}
+
+/// `parse_content`: a fetched document parsed, and stored as a parsed artifact.
+pub(crate) async fn parse_raw(
+    parser: &ContentParser,
+    artifacts: &dyn ArtifactStore,
+    raw: &FetchedRef,
+) -> ToolResult<(ParsedSummary, ParsedDoc)> {
+    let bytes = artifacts
+        .get_artifact(&raw.file_id)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("fetched content is missing from storage")?
+        .bytes;
+    let doc = parser
+        .parse(&raw.url, raw.kind, bytes, raw.charset.clone())
+        .await
+        .map_err(|e| format!("{}: {e}", raw.url))?;
+    let json = serde_json::to_vec(&doc).map_err(|e| e.to_string())?;
+    let meta = artifacts
+        .put_artifact("application/vnd.fathom.parsed+json", &json)
+        .await
+        .map_err(|e| e.to_string())?;
+    let summary = ParsedSummary {
+        title: doc.title.clone(),
+        words: doc.words,
+        blocks: doc.blocks.len(),
+        file_id: meta.file_id,
+        byline: doc.byline.clone(),
+        published: doc.published.clone(),
+        canonical_url: doc.canonical_url.clone(),
+        site_name: doc.site_name.clone(),
+        pages: doc.pages,
+    };
+    Ok((summary, doc))
 }
 
 async fn fetch_parse_sources(
@@ -395,6 +532,12 @@ async fn fetch_parse_sources(
     ev: SourcesFound,
 ) -> Result<(), StepError> {
     let state = ctx.state();
+    // The agent's researchers read their sources as they went.
+    if let Some(g) = &state.gathered {
+        return ctx.send(SourcesParsed {
+            docs: g.read.clone(),
+        });
+    }
     let delay = Duration::from_millis(state.settings()?.fetch_delay_ms);
     let wrap_up = state.wrap_up_at();
     let mut docs = Vec::new();
@@ -415,18 +558,7 @@ async fn fetch_parse_sources(
                     if i > 0 {
                         tokio::time::sleep(delay).await;
                     }
-                    let f = fetcher.fetch(&url).await?;
-                    let meta = artifacts
-                        .put_artifact(f.kind.content_type(), &f.bytes)
-                        .await
-                        .map_err(|e| format!("could not store {url}: {e}"))?;
-                    Ok(FetchedRef {
-                        url: f.url,
-                        kind: f.kind,
-                        size: f.bytes.len(),
-                        file_id: meta.file_id,
-                        charset: f.charset,
-                    })
+                    fetch_raw(fetcher.as_ref(), artifacts.as_ref(), &url).await
                 },
                 |f: &FetchedRef| format!("Fetched {} ({} bytes, {})", f.url, f.size, f.kind.content_type()),
                 |f| json!({"url": f.url, "content_type": f.kind.content_type(), "size": f.size, "file_id": f.file_id}),
@@ -450,32 +582,9 @@ async fn fetch_parse_sources(
         .call(
             &ctx,
             || async move {
-                let bytes = artifacts
-                    .get_artifact(&raw.file_id)
+                parse_raw(&parser, artifacts.as_ref(), &raw)
                     .await
-                    .map_err(|e| e.to_string())?
-                    .ok_or("fetched content is missing from storage")?
-                    .bytes;
-                let doc = parser
-                    .parse(&raw.url, raw.kind, bytes, raw.charset.clone())
-                    .await
-                    .map_err(|e| format!("{}: {e}", raw.url))?;
-                let json = serde_json::to_vec(&doc).map_err(|e| e.to_string())?;
-                let meta = artifacts
-                    .put_artifact("application/vnd.fathom.parsed+json", &json)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok(ParsedSummary {
-                    title: doc.title,
-                    words: doc.words,
-                    blocks: doc.blocks.len(),
-                    file_id: meta.file_id,
-                    byline: doc.byline,
-                    published: doc.published,
-                    canonical_url: doc.canonical_url,
-                    site_name: doc.site_name,
-                    pages: doc.pages,
-                })
+                    .map(|(summary, _)| summary)
             },
             |p: &ParsedSummary| {
                 format!(
@@ -548,26 +657,43 @@ async fn synthesize_and_patch(
         .plan
         .clone()
         .ok_or_else(|| StepError::failed("no approved plan"))?;
-    let mut docs: Vec<ParsedDoc> = Vec::new();
-    for d in &ev.docs {
-        let art = deps
-            .artifacts
-            .get_artifact(&d.file_id)
-            .await?
-            .ok_or_else(|| {
-                StepError::failed(format!("parsed {} is missing from storage", d.url))
-            })?;
-        docs.push(serde_json::from_slice(&art.bytes)?);
-    }
     let per_section = settings.sentences_per_section;
-    let outline = plan.outline.clone();
-    let question = plan.question.clone();
-    let sections = tokio::task::spawn_blocking(move || {
-        draft_sections(&question, &outline, &docs, per_section)
-    })
-    .await
-    .map_err(|e| StepError::failed(format!("writer crashed: {e}")))?;
     let mut report = Report::new(&plan.question);
+    let sections = match (&deps.models, &state.gathered) {
+        (Some(models), Some(gathered)) => {
+            let (sections, removed) =
+                crate::agent::writer::draft(&ctx, models, &plan, gathered, per_section).await?;
+            if removed > 0 {
+                tracing::warn!(removed, "citations naming no source read were removed");
+            }
+            report.notice = gathered.cut_short.as_ref().map(|why| {
+                format!(
+                    "Research was cut short: {why}. This report is written from what was gathered until then."
+                )
+            });
+            sections
+        }
+        _ => {
+            let mut docs: Vec<ParsedDoc> = Vec::new();
+            for d in &ev.docs {
+                let art = deps
+                    .artifacts
+                    .get_artifact(&d.file_id)
+                    .await?
+                    .ok_or_else(|| {
+                        StepError::failed(format!("parsed {} is missing from storage", d.url))
+                    })?;
+                docs.push(serde_json::from_slice(&art.bytes)?);
+            }
+            let outline = plan.outline.clone();
+            let question = plan.question.clone();
+            tokio::task::spawn_blocking(move || {
+                draft_sections(&question, &outline, &docs, per_section)
+            })
+            .await
+            .map_err(|e| StepError::failed(format!("writer crashed: {e}")))?
+        }
+    };
     let patches = pack_patches(&report, &sections, settings.max_report_update_size);
     let mut streamed = String::new();
     for patch in patches {

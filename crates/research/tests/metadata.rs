@@ -23,6 +23,7 @@ async fn metadata_returns_the_collection_and_the_resolved_settings_schema() {
     let config = ResearchConfig::load(None).unwrap();
     let deps = ResearchDeps {
         parser: fathom_research::parse::ContentParser::default(),
+        models: None,
         config: config.clone(),
         search: corpus.clone(),
         fetcher: corpus,

@@ -230,6 +230,7 @@ async fn deep_research_over_the_web() {
     });
     let deps = ResearchDeps {
         parser: fathom_research::parse::ContentParser::default(),
+        models: None,
         config: ResearchConfig::load(None).unwrap(),
         search: Arc::new(search(SearchApi::Searxng {
             base_url: format!("http://{}/searxng", f.origin),

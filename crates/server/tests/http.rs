@@ -47,6 +47,7 @@ async fn server(dialect: Dialect, api_key: Option<&str>) -> Server {
     let store = Arc::new(db.store.clone());
     let deps = ResearchDeps {
         parser: fathom_research::parse::ContentParser::default(),
+        models: None,
         config: ResearchConfig::load(None).unwrap(),
         search: corpus.clone(),
         fetcher: corpus,

@@ -1,0 +1,155 @@
+//! The LLM research agent: the planner (phase A, no tools at all), researchers with
+//! `web_search` and `fetch_url` (phase B, after the gate), a reflection after each research
+//! step, and the writer. Every model call is one journaled call ([`turn`]): after a crash its
+//! answer is read back, never asked for again, and its stream events appear once.
+
+pub mod planner;
+pub mod researcher;
+pub mod writer;
+
+use std::sync::{Arc, Mutex};
+
+use fathom_engine::{Envelope, StepError};
+use fathom_llm::{ChatModel, ChatRequest, ChatResponse, OpenAiChat, StreamDelta};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::events::{AgentOutput, AgentStream, ChatMessage, ToolSelection};
+use crate::settings::AgentRoles;
+use crate::workflow::C;
+
+/// The model of each role.
+#[derive(Clone)]
+pub struct Models {
+    pub planner: Arc<dyn ChatModel>,
+    pub researcher: Arc<dyn ChatModel>,
+    pub writer: Arc<dyn ChatModel>,
+}
+
+impl Models {
+    pub fn from_roles(roles: &AgentRoles) -> Result<Models, fathom_llm::LlmError> {
+        Ok(Models {
+            planner: Arc::new(OpenAiChat::new(roles.planner.clone())?),
+            researcher: Arc::new(OpenAiChat::new(roles.researcher.clone())?),
+            writer: Arc::new(OpenAiChat::new(roles.writer.clone())?),
+        })
+    }
+}
+
+/// A model answer as journaled: the response and the text deltas it streamed (merged into at
+/// most [`MAX_STREAM_EVENTS`] pieces, so one answer cannot flood the stream).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Turn {
+    pub response: ChatResponse,
+    pub deltas: Vec<String>,
+}
+
+const MAX_STREAM_EVENTS: usize = 48;
+
+/// One model call through the journal under `key`. `before` events (an `AgentInput`, say)
+/// are committed with it; then its `AgentStream` deltas and its `AgentOutput`. A failure
+/// (after the client's own retries) is journaled too, as a message, so a step run again does
+/// not ask again. Tokens are added to the run's count.
+pub async fn turn(
+    ctx: &C,
+    key: &str,
+    agent: &str,
+    model: &Arc<dyn ChatModel>,
+    request: ChatRequest,
+    before: Vec<Envelope>,
+) -> Result<Result<Turn, String>, StepError> {
+    let name = agent.to_string();
+    let structured = request.response_format.is_some();
+    let model = model.clone();
+    let outcome: Result<Turn, String> = ctx
+        .run_streamed(
+            key,
+            before,
+            || async move {
+                let deltas = Mutex::new(Vec::<String>::new());
+                let on_delta = |d: StreamDelta| {
+                    if let StreamDelta::Text(t) = d {
+                        deltas.lock().unwrap_or_else(|p| p.into_inner()).push(t);
+                    }
+                };
+                let result = model.chat(&request, &on_delta).await;
+                let deltas = merge(deltas.into_inner().unwrap_or_else(|p| p.into_inner()));
+                Ok::<_, std::convert::Infallible>(
+                    result
+                        .map(|response| Turn { response, deltas })
+                        .map_err(|e| e.to_string()),
+                )
+            },
+            move |outcome: &Result<Turn, String>| stream_events(&name, structured, outcome),
+        )
+        .await?;
+    if let Ok(t) = &outcome {
+        let used = t.response.usage.unwrap_or_default();
+        ctx.edit_state(|s| s.tokens_used += used.total_tokens);
+    }
+    Ok(outcome)
+}
+
+/// Consecutive deltas merged so that at most [`MAX_STREAM_EVENTS`] remain.
+fn merge(deltas: Vec<String>) -> Vec<String> {
+    let per = deltas.len().div_ceil(MAX_STREAM_EVENTS).max(1);
+    deltas.chunks(per).map(|c| c.concat()).collect()
+}
+
+fn stream_events(
+    agent: &str,
+    structured: bool,
+    outcome: &Result<Turn, String>,
+) -> Result<Vec<Envelope>, StepError> {
+    let mut out = Vec::new();
+    let (text, calls, structured_response) = match outcome {
+        Ok(t) => {
+            let mut response = String::new();
+            for d in &t.deltas {
+                response.push_str(d);
+                out.push(Envelope::of(&AgentStream {
+                    delta: d.clone(),
+                    response: response.clone(),
+                    current_agent_name: agent.into(),
+                    tool_calls: Vec::new(),
+                    thinking_delta: None,
+                })?);
+            }
+            let calls: Vec<ToolSelection> = t
+                .response
+                .tool_calls
+                .iter()
+                .map(|c| ToolSelection {
+                    tool_id: c.id.clone(),
+                    tool_name: c.name.clone(),
+                    tool_kwargs: c.kwargs().unwrap_or(Value::Null),
+                })
+                .collect();
+            let structured_response = if structured { t.response.json() } else { None };
+            (t.response.content.clone(), calls, structured_response)
+        }
+        Err(e) => (format!("The model call failed: {e}"), Vec::new(), None),
+    };
+    out.push(Envelope::of(&AgentOutput {
+        response: ChatMessage::new("assistant", text),
+        structured_response,
+        current_agent_name: agent.into(),
+        tool_calls: calls,
+        retry_messages: Vec::new(),
+    })?);
+    Ok(out)
+}
+
+/// A JSON Schema for `T`, inlined (no `$ref`s), as models and strict mode want it.
+pub fn schema_of<T: schemars::JsonSchema>() -> Value {
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator()
+        .into_root_schema_for::<T>();
+    let mut v = serde_json::to_value(schema).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        m.remove("$schema");
+        m.remove("title");
+    }
+    v
+}

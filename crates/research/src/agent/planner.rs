@@ -1,0 +1,105 @@
+//! Phase A with a model: clarifying questions, search queries and the report's outline. The
+//! planner is given no tools, and this module has no handle on search or fetch: nothing
+//! reaches the web before the plan is approved.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use fathom_engine::StepError;
+use fathom_llm::{ChatRequest, Message, ResponseFormat};
+
+use super::{Models, schema_of, turn};
+use crate::planner::Plan;
+use crate::workflow::C;
+
+/// The plan as the model writes it.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PlanDraft {
+    /// Questions for the person, only when the question is too vague to research well.
+    pub clarifying_questions: Vec<String>,
+    /// Web search queries that together cover the question.
+    pub queries: Vec<String>,
+    /// Section titles of the report, in order.
+    pub outline: Vec<String>,
+}
+
+const SYSTEM: &str = "You are the planner of a research assistant. You cannot search or \
+browse; you only plan. Given a question, answer with JSON matching the schema: \
+`clarifying_questions` (at most 3, and only when the question is too vague to research well; \
+otherwise an empty list), `queries` (3 to 8 web search queries that together cover the \
+question, each specific enough for a search engine), and `outline` (3 to 7 short section \
+titles for the report, in reading order). Follow the reviewer's feedback and use their \
+answers when given. Answer with the JSON object only.";
+
+/// The plan, or why the model's could not be used (then the built-in planner's plan is
+/// returned with that note).
+pub async fn plan(
+    ctx: &C,
+    models: &Models,
+    round: u32,
+    question: &str,
+    feedback: &[String],
+    answers: &[String],
+) -> Result<(Plan, Option<String>), StepError> {
+    let mut ask = format!("Question: {question}");
+    for f in feedback {
+        ask.push_str(&format!("\nReviewer feedback on the previous plan: {f}"));
+    }
+    for a in answers {
+        ask.push_str(&format!("\nAnswer to a clarifying question: {a}"));
+    }
+    let mut messages = vec![Message::system(SYSTEM), Message::user(ask)];
+    let mut problem = String::new();
+    // A second attempt is told what was wrong with the first.
+    for attempt in 1..=2 {
+        let request = ChatRequest {
+            messages: messages.clone(),
+            response_format: Some(ResponseFormat {
+                name: "research_plan".into(),
+                schema: schema_of::<PlanDraft>(),
+            }),
+            temperature: Some(0.2),
+            ..Default::default()
+        };
+        let key = format!("llm:planner:{round}:{attempt}");
+        let answer = match turn(ctx, &key, "planner", &models.planner, request, Vec::new()).await? {
+            Ok(t) => t.response,
+            Err(e) => {
+                problem = e;
+                break;
+            }
+        };
+        let draft = answer
+            .json()
+            .ok_or_else(|| "the answer held no JSON".to_string())
+            .and_then(|v| {
+                serde_json::from_value::<PlanDraft>(v).map_err(|e| format!("the JSON {e}"))
+            });
+        let candidate = draft.map(|d| {
+            Plan {
+                question: question.to_string(),
+                clarifying_questions: d.clarifying_questions,
+                queries: d.queries,
+                outline: d.outline,
+            }
+            .cleaned()
+        });
+        match candidate.and_then(|p| p.validate().map(|()| p)) {
+            Ok(p) => return Ok((p, None)),
+            Err(e) => {
+                problem = e;
+                messages.push(Message::assistant(answer.content, Vec::new()));
+                messages.push(Message::user(format!(
+                    "That plan cannot be used: {problem}. Answer again with the JSON object only."
+                )));
+            }
+        }
+    }
+    let fallback = crate::planner::decompose_query(question, feedback, answers);
+    Ok((
+        fallback,
+        Some(format!(
+            "the model's plan could not be used ({problem}); this is the built-in planner's"
+        )),
+    ))
+}
