@@ -1,0 +1,362 @@
+//! The LLM agent end to end: deep-research with every model call answered by a scripted
+//! OpenAI-compatible server on loopback, web search by a SearxNG-format server and pages by
+//! a page server, all counting their requests.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, Query};
+use axum::routing::get;
+use fathom_engine::EngineConfig;
+use fathom_engine::store::{RunStatus, RunStore};
+use fathom_fetch::{FetchConfig, SafeFetcher};
+use fathom_llm::scripted::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply, Server};
+use fathom_llm::{ModelConfig, OpenAiChat};
+use fathom_research::agent::Models;
+use fathom_research::web::{SearchApi, WebFetcher, WebSearch};
+use fathom_research::{ApproveEvent, Research, ResearchConfig, ResearchDeps};
+use fathom_store::{Dialect, testing};
+use serde_json::{Value, json};
+
+/// The web: `/search?q=` in SearxNG's format (one page per query, named after it) and the
+/// pages themselves. Counts both.
+struct Web {
+    origin: String,
+    searches: Arc<AtomicUsize>,
+    pages: Arc<AtomicUsize>,
+}
+
+async fn web() -> Web {
+    let (searches, pages) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let base = format!("http://{origin}");
+    let (s, p) = (searches.clone(), pages.clone());
+    let app = Router::new()
+        .route(
+            "/search",
+            get(move |Query(q): Query<std::collections::HashMap<String, String>>| {
+                let (s, base) = (s.clone(), base.clone());
+                async move {
+                    s.fetch_add(1, Ordering::SeqCst);
+                    let slug = q["q"].replace(' ', "-");
+                    axum::Json(json!({"results": [
+                        {"url": format!("{base}/pages/{slug}"), "title": format!("All about {}", q["q"]),
+                         "content": "a page"}]}))
+                }
+            }),
+        )
+        .route(
+            "/pages/{slug}",
+            get(move |Path(slug): Path<String>| {
+                let p = p.clone();
+                async move {
+                    p.fetch_add(1, Ordering::SeqCst);
+                    let topic = slug.replace('-', " ");
+                    axum::response::Html(format!(
+                        "<html><head><title>All about {topic}</title></head><body><article>\
+                         <h1>All about {topic}</h1><p>The key fact about {topic} is that it was \
+                         measured at 42 units in 2024 by the survey team.</p><p>A second \
+                         paragraph about {topic} keeps the page long enough to be an article.</p>\
+                         </article></body></html>"
+                    ))
+                }
+            }),
+        )
+        .route("/robots.txt", get(|| async { "User-agent: *\nAllow: /\n" }));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Web {
+        origin,
+        searches,
+        pages,
+    }
+}
+
+fn system(body: &Value) -> String {
+    body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn last(body: &Value) -> Value {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap()
+}
+
+/// The models' side of the conversation, chosen by role (the system prompt) and by where the
+/// conversation stands. The first reflection adjusts the plan; the writer cites one source
+/// that was read and one that was not.
+fn model(reflections: Arc<AtomicUsize>) -> impl Fn(&Value, usize) -> Reply + Send + Sync {
+    move |body: &Value, _| {
+        let sys = system(body);
+        if sys.starts_with("You are the planner") {
+            return Reply::Text(vec![
+                "{\"clarifying_questions\": [], \"queries\": [\"alpha\", \"beta\", ".into(),
+                "\"gamma\"], \"outline\": [\"Overview\", \"Details\"]}".into(),
+            ]);
+        }
+        if sys.starts_with("You review research") {
+            return if reflections.fetch_add(1, Ordering::SeqCst) == 0 {
+                Reply::text(
+                    r#"{"decision": "adjust", "tasks": ["delta"], "reason": "gamma is covered by alpha; delta is missing"}"#,
+                )
+            } else {
+                Reply::text(r#"{"decision": "complete", "tasks": [], "reason": "enough"}"#)
+            };
+        }
+        if sys.starts_with("You write one section") {
+            let user = last(body)["content"].as_str().unwrap_or("").to_string();
+            assert!(user.contains("[1] All about"), "sources are listed: {user}");
+            return Reply::Text(vec![
+                "The survey measured 42 units in 2024 [1]. ".into(),
+                "A claim that cites nothing read [9]. ".into(),
+                "Later work agreed with it [2].".into(),
+            ]);
+        }
+        assert!(
+            sys.starts_with("You are a researcher"),
+            "unknown role: {sys}"
+        );
+        let msg = last(body);
+        match msg["role"].as_str().unwrap() {
+            // First turn: search for the task. Slow, so parallel researchers overlap.
+            "user" if body["tools"].is_array() => {
+                let task = msg["content"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit("Your task: ")
+                    .next()
+                    .unwrap()
+                    .to_string();
+                Reply::Delayed(
+                    300,
+                    Box::new(Reply::ToolCalls(vec![(
+                        "call_s".into(),
+                        "web_search".into(),
+                        vec!["{\"query\": ".into(), format!("\"{task}\"}}")],
+                    )])),
+                )
+            }
+            "tool" => {
+                let content = msg["content"].as_str().unwrap();
+                if let Some(url) = content.split('<').nth(1).and_then(|r| r.split('>').next()) {
+                    Reply::call("call_f", "fetch_url", json!({"url": url}))
+                } else {
+                    let url = content.lines().nth(1).unwrap().trim_start_matches("URL: ");
+                    Reply::text(&format!(
+                        "{{\"findings\": [{{\"fact\": \"It was measured at 42 units in 2024.\", \"url\": \"{url}\"}},
+                          {{\"fact\": \"Made up from a page never read.\", \"url\": \"http://elsewhere.test/x\"}}]}}"
+                    ))
+                }
+            }
+            other => panic!("unexpected turn ending with {other}"),
+        }
+    }
+}
+
+fn models(base: &str) -> Models {
+    let c = || {
+        let mut c = ModelConfig::new(base, "scripted", None);
+        c.idle_timeout = Duration::from_secs(5);
+        Arc::new(OpenAiChat::new(c).unwrap()) as Arc<dyn fathom_llm::ChatModel>
+    };
+    Models {
+        planner: c(),
+        researcher: c(),
+        writer: c(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_what_it_read() {
+    let web = web().await;
+    let reflections = Arc::new(AtomicUsize::new(0));
+    let llm = Server::start(model(reflections.clone())).await;
+    let db = testing::fresh(Dialect::Sqlite).await;
+    let store = Arc::new(db.store.clone());
+    let fetcher = SafeFetcher::new(FetchConfig {
+        trusted_origins: vec![web.origin.clone()],
+        per_host_interval: Duration::ZERO,
+        ..Default::default()
+    });
+    let deps = ResearchDeps {
+        config: ResearchConfig::load(None).unwrap(),
+        search: Arc::new(
+            WebSearch::new(
+                SearchApi::Searxng {
+                    base_url: format!("http://{}", web.origin),
+                },
+                Duration::from_secs(5),
+            )
+            .unwrap(),
+        ),
+        fetcher: Arc::new(WebFetcher::new(fetcher, None)),
+        parser: fathom_research::parse::ContentParser::default(),
+        models: Some(models(&llm.base_url)),
+        sessions: store.clone(),
+        artifacts: store.clone(),
+    };
+    let research = Research::new(store.clone(), EngineConfig::default(), deps);
+    let run = research
+        .start(
+            "What did the survey measure?",
+            Some(json!({"max_parallel_researchers": 2, "depth": "medium"})),
+        )
+        .await
+        .unwrap();
+    let drive = |id: String| {
+        let engine = research.engine.clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(60), engine.drive_run(&id))
+                .await
+                .expect("run made progress")
+                .unwrap()
+        }
+    };
+    assert_eq!(drive(run.id.clone()).await, RunStatus::Waiting);
+
+    // Phase A: one planner call; not one search or page request.
+    assert_eq!(web.searches.load(Ordering::SeqCst), 0);
+    assert_eq!(web.pages.load(Ordering::SeqCst), 0);
+    let asked = llm.requests();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].body.get("tools").is_none(),
+        "the planner has no tools"
+    );
+    assert_eq!(asked[0].body["response_format"]["type"], "json_schema");
+    let events = store.events_after(&run.id, -1, 1000).await.unwrap();
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e.envelope.event_type.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "AgentInput",
+            "AgentStream",
+            "AgentStream",
+            "AgentOutput",
+            "ToolCall",
+            "ToolCallResult"
+        ],
+        "{types:?}"
+    );
+    let output = &events[3].envelope.value;
+    assert_eq!(output["current_agent_name"], "planner");
+    assert_eq!(
+        output["structured_response"]["queries"],
+        json!(["alpha", "beta", "gamma"])
+    );
+    assert_eq!(events[5].envelope.value["tool_name"], "decompose_query");
+
+    research
+        .decide(
+            &run.id,
+            ApproveEvent {
+                approved: true,
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(drive(run.id.clone()).await, RunStatus::Completed);
+
+    // Step 1 ran alpha and beta side by side (the bound is 2); the reflection replaced gamma
+    // with delta; step 2 ran delta; the second reflection completed.
+    assert_eq!(
+        llm.max_in_flight(),
+        2,
+        "researchers ran in parallel, two at most"
+    );
+    let tasks: Vec<String> = llm
+        .requests()
+        .iter()
+        .filter(|r| {
+            system(&r.body).starts_with("You are a researcher")
+                && r.body["messages"].as_array().unwrap().len() == 2
+        })
+        .map(|r| {
+            last(&r.body)["content"]
+                .as_str()
+                .unwrap()
+                .rsplit("Your task: ")
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let mut sorted = tasks.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["alpha", "beta", "delta"]);
+    assert_eq!(tasks[2], "delta");
+    assert_eq!(reflections.load(Ordering::SeqCst), 2);
+    assert_eq!(web.searches.load(Ordering::SeqCst), 3);
+    assert_eq!(web.pages.load(Ordering::SeqCst), 3);
+
+    let done = store.get_run(&run.id).await.unwrap().unwrap();
+    let result = done.result.unwrap().value;
+    let report = result["report_markdown"].as_str().unwrap();
+    // [1] and [2] name sources read; [9] named none and is gone. The fabricated finding
+    // (a URL never fetched) never reached the writer.
+    assert!(
+        report.contains("The survey measured 42 units in 2024. [1]"),
+        "{report}"
+    );
+    assert!(
+        report.contains("A claim that cites nothing read."),
+        "{report}"
+    );
+    assert!(
+        !report.contains("[9]") && !report.contains("[3]"),
+        "{report}"
+    );
+    assert!(
+        report.contains("## Overview") && report.contains("## Details"),
+        "{report}"
+    );
+    let cited: Vec<&str> = result["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(cited.len(), 2, "{cited:?}");
+    assert!(cited.iter().all(|u| u.contains("/pages/")), "{cited:?}");
+    let writer_asks: Vec<String> = llm
+        .requests()
+        .iter()
+        .filter(|r| system(&r.body).starts_with("You write one section"))
+        .map(|r| last(&r.body)["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(writer_asks.len(), 2, "one call per outline section");
+    assert!(!writer_asks[0].contains("Made up"), "{}", writer_asks[0]);
+
+    // Every model call's tokens are counted: 1 plan + 9 researcher turns + 2 reflections + 2
+    // sections.
+    let session = research.sessions().get(&run.id).await.unwrap();
+    let calls = llm.requests().len() as u64;
+    assert_eq!(calls, 14);
+    assert_eq!(
+        session["tokens_used"],
+        calls * (PROMPT_TOKENS + COMPLETION_TOKENS)
+    );
+    assert_eq!(session["findings"].as_array().unwrap().len(), 3);
+    // Each tool and model call is on the stream once, each call with its result.
+    let events = store.events_after(&run.id, -1, 10_000).await.unwrap();
+    let count = |t: &str| events.iter().filter(|e| e.envelope.event_type == t).count();
+    assert_eq!(count("ToolCall"), count("ToolCallResult"));
+    assert_eq!(
+        count("AgentOutput") as u64,
+        calls + 1,
+        "one per model call, and the writer's report"
+    );
+}
