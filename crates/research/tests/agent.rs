@@ -12,13 +12,14 @@ use axum::routing::get;
 use fathom_engine::EngineConfig;
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_fetch::{FetchConfig, SafeFetcher};
-use fathom_llm::scripted::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply, Server};
+use fathom_llm::scripted::{COMPLETION_TOKENS, PROMPT_TOKENS, Server};
 use fathom_llm::{ModelConfig, OpenAiChat};
 use fathom_research::agent::Models;
+use fathom_research::testing::{last_message as last, scripted_agent, system_prompt as system};
 use fathom_research::web::{SearchApi, WebFetcher, WebSearch};
 use fathom_research::{ApproveEvent, Research, ResearchConfig, ResearchDeps};
 use fathom_store::{Dialect, testing};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The web: `/search?q=` in SearxNG's format (one page per query, named after it) and the
 /// pages themselves. Counts both.
@@ -74,93 +75,6 @@ async fn web() -> Web {
     }
 }
 
-fn system(body: &Value) -> String {
-    body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
-
-fn last(body: &Value) -> Value {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .cloned()
-        .unwrap()
-}
-
-/// The models' side of the conversation, chosen by role (the system prompt) and by where the
-/// conversation stands. The first reflection adjusts the plan; the writer cites one source
-/// that was read and one that was not.
-fn model(reflections: Arc<AtomicUsize>) -> impl Fn(&Value, usize) -> Reply + Send + Sync {
-    move |body: &Value, _| {
-        let sys = system(body);
-        if sys.starts_with("You are the planner") {
-            return Reply::Text(vec![
-                "{\"clarifying_questions\": [], \"queries\": [\"alpha\", \"beta\", ".into(),
-                "\"gamma\"], \"outline\": [\"Overview\", \"Details\"]}".into(),
-            ]);
-        }
-        if sys.starts_with("You review research") {
-            return if reflections.fetch_add(1, Ordering::SeqCst) == 0 {
-                Reply::text(
-                    r#"{"decision": "adjust", "tasks": ["delta"], "reason": "gamma is covered by alpha; delta is missing"}"#,
-                )
-            } else {
-                Reply::text(r#"{"decision": "complete", "tasks": [], "reason": "enough"}"#)
-            };
-        }
-        if sys.starts_with("You write one section") {
-            let user = last(body)["content"].as_str().unwrap_or("").to_string();
-            assert!(user.contains("[1] All about"), "sources are listed: {user}");
-            return Reply::Text(vec![
-                "The survey measured 42 units in 2024 [1]. ".into(),
-                "A claim that cites nothing read [9]. ".into(),
-                "Later work agreed with it [2].".into(),
-            ]);
-        }
-        assert!(
-            sys.starts_with("You are a researcher"),
-            "unknown role: {sys}"
-        );
-        let msg = last(body);
-        match msg["role"].as_str().unwrap() {
-            // First turn: search for the task. Slow, so parallel researchers overlap.
-            "user" if body["tools"].is_array() => {
-                let task = msg["content"]
-                    .as_str()
-                    .unwrap()
-                    .rsplit("Your task: ")
-                    .next()
-                    .unwrap()
-                    .to_string();
-                Reply::Delayed(
-                    300,
-                    Box::new(Reply::ToolCalls(vec![(
-                        "call_s".into(),
-                        "web_search".into(),
-                        vec!["{\"query\": ".into(), format!("\"{task}\"}}")],
-                    )])),
-                )
-            }
-            "tool" => {
-                let content = msg["content"].as_str().unwrap();
-                if let Some(url) = content.split('<').nth(1).and_then(|r| r.split('>').next()) {
-                    Reply::call("call_f", "fetch_url", json!({"url": url}))
-                } else {
-                    let url = content.lines().nth(1).unwrap().trim_start_matches("URL: ");
-                    Reply::text(&format!(
-                        "{{\"findings\": [{{\"fact\": \"It was measured at 42 units in 2024.\", \"url\": \"{url}\"}},
-                          {{\"fact\": \"Made up from a page never read.\", \"url\": \"http://elsewhere.test/x\"}}]}}"
-                    ))
-                }
-            }
-            other => panic!("unexpected turn ending with {other}"),
-        }
-    }
-}
-
 fn models(base: &str) -> Models {
     let c = || {
         let mut c = ModelConfig::new(base, "scripted", None);
@@ -177,8 +91,7 @@ fn models(base: &str) -> Models {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_what_it_read() {
     let web = web().await;
-    let reflections = Arc::new(AtomicUsize::new(0));
-    let llm = Server::start(model(reflections.clone())).await;
+    let llm = Server::start(scripted_agent()).await;
     let db = testing::fresh(Dialect::Sqlite).await;
     let store = Arc::new(db.store.clone());
     let fetcher = SafeFetcher::new(FetchConfig {
@@ -298,7 +211,12 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
     sorted.sort();
     assert_eq!(sorted, ["alpha", "beta", "delta"]);
     assert_eq!(tasks[2], "delta");
-    assert_eq!(reflections.load(Ordering::SeqCst), 2);
+    let reflections = llm
+        .requests()
+        .iter()
+        .filter(|r| system(&r.body).starts_with("You review research"))
+        .count();
+    assert_eq!(reflections, 2);
     assert_eq!(web.searches.load(Ordering::SeqCst), 3);
     assert_eq!(web.pages.load(Ordering::SeqCst), 3);
 
@@ -338,6 +256,11 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         .map(|r| last(&r.body)["content"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(writer_asks.len(), 2, "one call per outline section");
+    assert!(
+        writer_asks[0].contains("[1] All about"),
+        "sources listed: {}",
+        writer_asks[0]
+    );
     assert!(!writer_asks[0].contains("Made up"), "{}", writer_asks[0]);
 
     // Every model call's tokens are counted: 1 plan + 9 researcher turns + 2 reflections + 2
