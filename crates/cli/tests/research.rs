@@ -1,11 +1,10 @@
 //! `fathom research` end to end, as a person runs it: real processes, a real corpus folder,
 //! SQLite and Postgres, SIGKILLs at known points inside steps.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use fathom_engine::store::RunStore;
 use fathom_store::{Dialect, SqlStore};
@@ -70,46 +69,7 @@ impl Env {
     /// Starts fathom with a crash point; returns the session id once the process halted
     /// there, after killing it with SIGKILL.
     fn run_until_crash(&self, args: &[&str], crash_at: &str) -> String {
-        let mut child = self
-            .cmd(args)
-            .env("FATHOM_CRASH_AT", crash_at)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn fathom");
-        let (tx, rx) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        let err = child.stderr.take().unwrap();
-        let tx2 = tx.clone();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx2.send(l);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let mut session = None;
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
-                panic!("no crash point {crash_at} within 120 s; output: {seen:#?}")
-            });
-            if let Some(id) = line.strip_prefix("session ") {
-                session = Some(id.trim().to_string());
-            }
-            if line.contains("crash point") {
-                break;
-            }
-            seen.push(line);
-        }
-        child.kill().expect("SIGKILL fathom");
-        child.wait().unwrap();
-        session.expect("session id printed before the crash point")
+        common::run_until_crash(self.cmd(args), crash_at)
     }
 }
 

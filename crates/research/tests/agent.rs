@@ -3,77 +3,22 @@
 //! a page server, all counting their requests.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::{Path, Query};
-use axum::routing::get;
 use fathom_engine::EngineConfig;
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_fetch::{FetchConfig, SafeFetcher};
 use fathom_llm::scripted::{COMPLETION_TOKENS, PROMPT_TOKENS, Server};
 use fathom_llm::{ModelConfig, OpenAiChat};
 use fathom_research::agent::Models;
-use fathom_research::testing::{last_message as last, scripted_agent, system_prompt as system};
+use fathom_research::testing::{
+    SearchAndPages, last_message as last, scripted_agent, system_prompt as system,
+};
 use fathom_research::web::{SearchApi, WebFetcher, WebSearch};
 use fathom_research::{ApproveEvent, Research, ResearchConfig, ResearchDeps};
 use fathom_store::{Dialect, testing};
 use serde_json::json;
-
-/// The web: `/search?q=` in SearxNG's format (one page per query, named after it) and the
-/// pages themselves. Counts both.
-struct Web {
-    origin: String,
-    searches: Arc<AtomicUsize>,
-    pages: Arc<AtomicUsize>,
-}
-
-async fn web() -> Web {
-    let (searches, pages) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let base = format!("http://{origin}");
-    let (s, p) = (searches.clone(), pages.clone());
-    let app = Router::new()
-        .route(
-            "/search",
-            get(move |Query(q): Query<std::collections::HashMap<String, String>>| {
-                let (s, base) = (s.clone(), base.clone());
-                async move {
-                    s.fetch_add(1, Ordering::SeqCst);
-                    let slug = q["q"].replace(' ', "-");
-                    axum::Json(json!({"results": [
-                        {"url": format!("{base}/pages/{slug}"), "title": format!("All about {}", q["q"]),
-                         "content": "a page"}]}))
-                }
-            }),
-        )
-        .route(
-            "/pages/{slug}",
-            get(move |Path(slug): Path<String>| {
-                let p = p.clone();
-                async move {
-                    p.fetch_add(1, Ordering::SeqCst);
-                    let topic = slug.replace('-', " ");
-                    axum::response::Html(format!(
-                        "<html><head><title>All about {topic}</title></head><body><article>\
-                         <h1>All about {topic}</h1><p>The key fact about {topic} is that it was \
-                         measured at 42 units in 2024 by the survey team.</p><p>A second \
-                         paragraph about {topic} keeps the page long enough to be an article.</p>\
-                         </article></body></html>"
-                    ))
-                }
-            }),
-        )
-        .route("/robots.txt", get(|| async { "User-agent: *\nAllow: /\n" }));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Web {
-        origin,
-        searches,
-        pages,
-    }
-}
 
 fn models(base: &str) -> Models {
     let c = || {
@@ -90,7 +35,7 @@ fn models(base: &str) -> Models {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_what_it_read() {
-    let web = web().await;
+    let web = SearchAndPages::start().await;
     let llm = Server::start(scripted_agent()).await;
     let db = testing::fresh(Dialect::Sqlite).await;
     let store = Arc::new(db.store.clone());

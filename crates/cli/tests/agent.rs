@@ -1,0 +1,144 @@
+//! The agent as a person runs it, with a model: `fathom research` with only OPENAI_BASE_URL
+//! and OPENAI_MODEL set, against a scripted model server and a SearxNG-format search on
+//! loopback. Killed with SIGKILL inside its research and resumed, it sends no completed
+//! model or tool call again and writes the report an uninterrupted run writes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::Ordering;
+
+use fathom_llm::scripted::Server;
+use fathom_research::testing::{SearchAndPages, scripted_agent, write_sample_corpus};
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    config: PathBuf,
+    llm: String,
+}
+
+fn fathom(s: &Setup, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fathom"));
+    c.current_dir(&s.dir)
+        .env_remove("DATABASE_URL")
+        .env_remove("FATHOM_CRASH_AT")
+        .env_remove("OPENAI_API_KEY")
+        .env("OPENAI_BASE_URL", &s.llm)
+        .env("OPENAI_MODEL", "scripted")
+        .env("FATHOM_CONFIG", &s.config)
+        .args(["--database-url", "agent.db"])
+        .args(args)
+        .stdin(Stdio::null());
+    c
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "fathom failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn config(dir: &Path, search_origin: &str) -> PathBuf {
+    let mut json: serde_json::Value =
+        serde_json::from_str(fathom_research::settings::EMBEDDED_CONFIG).unwrap();
+    json["search"]["provider"] = "searxng".into();
+    json["search"]["base_url"] = format!("http://{search_origin}").into();
+    json["fetch"]["allow_private_networks"] = true.into();
+    json["fetch"]["per_host_interval_ms"] = 0.into();
+    let path = dir.join("config.json");
+    std::fs::write(&path, json.to_string()).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_agent_run_sends_no_completed_call_again() {
+    let web = SearchAndPages::start().await;
+    let llm = Server::start(scripted_agent()).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    write_sample_corpus(&corpus);
+    let setup = std::sync::Arc::new(Setup {
+        dir: tmp.path().to_path_buf(),
+        config: config(tmp.path(), &web.origin),
+        llm: llm.base_url.clone(),
+        _tmp: tmp,
+    });
+    let c = corpus.to_str().unwrap().to_string();
+    let args = move |out: &str| -> Vec<String> {
+        [
+            "research",
+            "What did the survey measure?",
+            "--corpus",
+            &c,
+            "--yes",
+            "--set",
+            "max_parallel_researchers=1",
+            "-o",
+            out,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = |a: Vec<String>| {
+        let s = setup.clone();
+        tokio::task::spawn_blocking(move || {
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            fathom(&s, &a).output().unwrap()
+        })
+    };
+    let counts = || {
+        (
+            llm.requests().len(),
+            web.searches.load(Ordering::SeqCst),
+            web.pages.load(Ordering::SeqCst),
+        )
+    };
+
+    // The reference: uninterrupted.
+    ok(run(args("reference.md")).await.unwrap());
+    let reference = counts();
+    let report = std::fs::read_to_string(setup.dir.join("reference.md")).unwrap();
+    assert!(
+        report.contains("[1]") && report.contains("## Sources"),
+        "{report}"
+    );
+    assert!(reference.0 > 6 && reference.1 >= 2, "{reference:?}");
+
+    // Killed in run_web_research after its 4th journaled call (a researcher's model turn,
+    // its search, its next turn, its fetch), then resumed.
+    let s = setup.clone();
+    let crash_args = args("crashed.md");
+    let id = tokio::task::spawn_blocking(move || {
+        let a: Vec<&str> = crash_args.iter().map(String::as_str).collect();
+        common::run_until_crash(fathom(&s, &a), "run_web_research:4")
+    })
+    .await
+    .unwrap();
+    let at_crash = counts();
+    assert_eq!(
+        (at_crash.1 - reference.1, at_crash.2 - reference.2),
+        (1, 1),
+        "one search and one page read before the kill"
+    );
+    ok(run(vec!["resume".into(), id]).await.unwrap());
+    let after = counts();
+    assert_eq!(
+        (
+            after.0 - reference.0,
+            after.1 - reference.1,
+            after.2 - reference.2
+        ),
+        reference,
+        "the killed and resumed run made exactly the model, search and page requests of an \
+         uninterrupted one: no completed call was sent again"
+    );
+    let crashed = std::fs::read_to_string(setup.dir.join("crashed.md")).unwrap();
+    assert_eq!(crashed, report);
+}

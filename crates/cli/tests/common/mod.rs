@@ -1,0 +1,50 @@
+//! What the CLI end-to-end tests share.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Runs `cmd` with the crash point `crash_at` (`step:n`); once the process says it halted
+/// there, kills it with SIGKILL and returns the session id it printed before.
+pub fn run_until_crash(mut cmd: Command, crash_at: &str) -> String {
+    let mut child = cmd
+        .env("FATHOM_CRASH_AT", crash_at)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fathom");
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx2.send(l);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut session = None;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!("no crash point {crash_at} within 120 s; output: {seen:#?}")
+        });
+        if let Some(id) = line.strip_prefix("session ") {
+            session = Some(id.trim().to_string());
+        }
+        if line.contains("crash point") {
+            break;
+        }
+        seen.push(line);
+    }
+    child.kill().expect("SIGKILL fathom");
+    child.wait().unwrap();
+    session.expect("session id printed before the crash point")
+}
