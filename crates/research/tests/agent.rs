@@ -33,10 +33,10 @@ fn models(base: &str) -> Models {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_what_it_read() {
-    let web = SearchAndPages::start().await;
-    let llm = Server::start(scripted_agent()).await;
+async fn service(
+    web: &SearchAndPages,
+    llm: &Server,
+) -> (Research, Arc<fathom_store::SqlStore>, testing::TestDb) {
     let db = testing::fresh(Dialect::Sqlite).await;
     let store = Arc::new(db.store.clone());
     let fetcher = SafeFetcher::new(FetchConfig {
@@ -62,6 +62,14 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         artifacts: store.clone(),
     };
     let research = Research::new(store.clone(), EngineConfig::default(), deps);
+    (research, store, db)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_what_it_read() {
+    let web = SearchAndPages::start().await;
+    let llm = Server::start(scripted_agent()).await;
+    let (research, store, _db) = service(&web, &llm).await;
     let run = research
         .start(
             "What did the survey measure?",
@@ -226,5 +234,64 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         count("AgentOutput") as u64,
         calls + 1,
         "one per model call, and the writer's report"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn near_the_token_budget_research_stops_and_the_report_says_so() {
+    let web = SearchAndPages::start().await;
+    let llm = Server::start(scripted_agent()).await;
+    let (research, store, _db) = service(&web, &llm).await;
+    // 1000 tokens; each scripted call costs 120, and research stops at 80 % of the budget:
+    // the plan and the first step (two researchers, three turns each, and the reflection)
+    // spend 960, so the second step never starts.
+    let run = research
+        .start(
+            "What did the survey measure?",
+            Some(json!({"require_approval": false, "token_budget": 1000,
+                        "max_parallel_researchers": 2})),
+        )
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), research.engine.drive_run(&run.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    let researched: Vec<String> = llm
+        .requests()
+        .iter()
+        .filter(|r| system(&r.body).starts_with("You are a researcher"))
+        .filter(|r| r.body["messages"].as_array().unwrap().len() == 2)
+        .map(|r| last(&r.body)["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        researched.len(),
+        2,
+        "only the first step ran: {researched:?}"
+    );
+    let result = store
+        .get_run(&run.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .result
+        .unwrap()
+        .value;
+    let report = result["report_markdown"].as_str().unwrap();
+    assert!(
+        report.contains(
+            "Research was cut short: the token budget was nearly spent (960 of 1000 tokens)"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("42 units in 2024. [1]"),
+        "written from what was gathered: {report}"
+    );
+    let session = research.sessions().get(&run.id).await.unwrap();
+    assert_eq!(
+        session["cut_short"],
+        "the token budget was nearly spent (960 of 1000 tokens)"
     );
 }
