@@ -1,5 +1,6 @@
 //! `fathom`: the command-line tool.
 
+mod eval;
 mod fetch;
 mod pdf_worker;
 mod research;
@@ -59,6 +60,9 @@ enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+    /// Researches a set of questions and measures the reports' citations: fabricated rate
+    /// (must be 0), support, sources used, time and tokens.
+    Eval(eval::EvalArgs),
     /// Fetches one URL safely and prints it as Markdown with its metadata.
     Fetch(fetch::FetchArgs),
     /// Indexes (or brings up to date) a corpus folder.
@@ -150,6 +154,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Research(args) => return research::research(&ctx, args).await,
         Command::Serve(args) => return serve::serve(&ctx, args).await,
         Command::Fetch(args) => return fetch::fetch(&ctx, args).await,
+        Command::Eval(args) => return eval::eval(&ctx, args).await,
         Command::Resume(args) => return research::resume(&ctx, args).await,
         Command::Sessions { command } => match command {
             SessionsCommand::List { limit } => research::sessions_list(&ctx, limit).await?,

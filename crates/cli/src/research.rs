@@ -84,7 +84,10 @@ pub(crate) fn load_config(ctx: &Context) -> anyhow::Result<ResearchConfig> {
     Ok(ResearchConfig::load(path)?)
 }
 
-fn parse_settings(json_text: Option<&str>, pairs: &[String]) -> anyhow::Result<Option<Value>> {
+pub(crate) fn parse_settings(
+    json_text: Option<&str>,
+    pairs: &[String],
+) -> anyhow::Result<Option<Value>> {
     let mut obj = match json_text {
         None => serde_json::Map::new(),
         Some(t) => match serde_json::from_str::<Value>(t) {

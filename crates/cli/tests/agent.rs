@@ -142,3 +142,81 @@ async fn a_killed_agent_run_sends_no_completed_call_again() {
     let crashed = std::fs::read_to_string(setup.dir.join("crashed.md")).unwrap();
     assert_eq!(crashed, report);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eval_measures_citations_offline_and_with_the_agent() {
+    let web = SearchAndPages::start().await;
+    let llm = Server::start(scripted_agent()).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    write_sample_corpus(&corpus);
+    let questions = tmp.path().join("questions.txt");
+    std::fs::write(
+        &questions,
+        "How does ownership work in Rust?\n\n# skipped\nWhat does borrowing allow?\n",
+    )
+    .unwrap();
+    let setup = std::sync::Arc::new(Setup {
+        dir: tmp.path().to_path_buf(),
+        config: config(tmp.path(), &web.origin),
+        llm: llm.base_url.clone(),
+        _tmp: tmp,
+    });
+    let (c, q) = (
+        corpus.to_str().unwrap().to_string(),
+        questions.to_str().unwrap().to_string(),
+    );
+    let eval = |agent: bool| {
+        let (s, c, q) = (setup.clone(), c.clone(), q.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = fathom(&s, &["eval", "--corpus", &c, "--questions", &q, "--json"]);
+            if !agent {
+                // The offline writer, over the corpus.
+                cmd.env_remove("OPENAI_MODEL").env_remove("FATHOM_CONFIG");
+            }
+            let v: serde_json::Value = serde_json::from_str(&ok(cmd.output().unwrap())).unwrap();
+            v
+        })
+    };
+
+    let offline = eval(false).await.unwrap();
+    assert_eq!(offline["mode"], "offline");
+    let all = &offline["overall"];
+    assert_eq!(
+        (all["runs"].as_u64(), all["failed"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert_eq!(all["fabricated"], 0);
+    assert!(all["citations"].as_u64().unwrap() >= 4, "{all}");
+    // The extractive writer quotes: every cited sentence is in its source.
+    assert_eq!(all["supported"], all["cited_sentences"]);
+    assert_eq!(all["tokens"], 0);
+    assert_eq!(llm.requests().len(), 0, "no model call offline");
+
+    let agent = eval(true).await.unwrap();
+    assert_eq!(agent["mode"], "agent");
+    let all = &agent["overall"];
+    assert_eq!(
+        all["fabricated"], 0,
+        "the [9] markers were removed before the report"
+    );
+    // Per question, two sections, each with a supported sentence ("measured 42 units in
+    // 2024", which the page says) and an unsupported one ("later work agreed").
+    assert_eq!(
+        (all["cited_sentences"].as_u64(), all["supported"].as_u64()),
+        (Some(8), Some(4))
+    );
+    assert_eq!(all["support"], 0.5);
+    let calls = llm.requests().len() as u64;
+    assert_eq!(
+        all["tokens"].as_u64(),
+        Some(
+            calls * (fathom_llm::scripted::PROMPT_TOKENS + fathom_llm::scripted::COMPLETION_TOKENS)
+        )
+    );
+    for row in agent["questions"].as_array().unwrap() {
+        assert_eq!(row["sources_cited"], 2, "{row}");
+        assert!(row["elapsed_ms"].as_u64().is_some(), "{row}");
+    }
+}

@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod corpus;
 pub mod docx;
+pub mod eval;
 pub mod events;
 pub mod parse;
 pub mod pdf;

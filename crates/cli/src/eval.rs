@@ -1,0 +1,190 @@
+//! `fathom eval`: research a set of questions over a corpus and measure each report's
+//! citations in code: how many name no source read (fabricated: must be 0), how many cited
+//! sentences the cited document supports, the sources used, time and tokens. Runs the agent
+//! when a model is configured, else the offline planner and extractive writer.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context as _, anyhow, bail};
+use fathom_engine::EngineConfig;
+use fathom_engine::store::{ArtifactStore, RunStatus, RunStore};
+use fathom_research::ResearchState;
+use fathom_research::eval::{CitationCheck, check_citations};
+use fathom_research::parse::ParsedDoc;
+use serde_json::{Value, json};
+
+use crate::research::{
+    Context, connect, load_config, open_corpus, parse_settings, research_service,
+};
+
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// The corpus folder to research in.
+    #[arg(long)]
+    corpus: PathBuf,
+    /// A file of questions, one per line (blank lines and lines starting with # are skipped).
+    #[arg(long)]
+    questions: PathBuf,
+    /// One setting for every run, e.g. --set max_sources=4 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Print the figures as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+const MAX_QUESTIONS: usize = 1000;
+
+struct Row {
+    question: String,
+    ok: Result<(), String>,
+    check: CitationCheck,
+    sources_cited: usize,
+    sources_read: usize,
+    elapsed_ms: u128,
+    tokens: u64,
+}
+
+pub async fn eval(ctx: &Context, args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.questions)
+        .with_context(|| format!("cannot read {}", args.questions.display()))?;
+    let questions: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    if questions.is_empty() {
+        bail!("{} has no question", args.questions.display());
+    }
+    if questions.len() > MAX_QUESTIONS {
+        bail!(
+            "{} has more than {MAX_QUESTIONS} questions",
+            args.questions.display()
+        );
+    }
+    let config = load_config(ctx)?;
+    let mode = if config.llm.roles.is_some() {
+        "agent"
+    } else {
+        "offline"
+    };
+    let mut settings = parse_settings(None, &args.set)?.unwrap_or_else(|| json!({}));
+    settings["require_approval"] = json!(false);
+    // Every question is checked before any runs.
+    for q in &questions {
+        fathom_research::check_start(&config, q, Some(settings.clone()))?;
+    }
+    let store = connect(ctx).await?;
+    let corpus = open_corpus(ctx, &config, &args.corpus, true).await?;
+    let research = research_service(
+        config,
+        store.clone(),
+        corpus,
+        EngineConfig {
+            owner: format!("eval-{}", fathom_engine::new_id()),
+            ..Default::default()
+        },
+    )?;
+    let mut rows = Vec::new();
+    for q in &questions {
+        let started = Instant::now();
+        let run = research.start(q, Some(settings.clone())).await?;
+        let status = research.engine.drive_run(&run.id).await?;
+        let elapsed_ms = started.elapsed().as_millis();
+        let record = store
+            .get_run(&run.id)
+            .await?
+            .ok_or_else(|| anyhow!("run {} vanished", run.id))?;
+        let state: ResearchState = serde_json::from_value(record.state.clone())?;
+        let mut docs: Vec<ParsedDoc> = Vec::new();
+        for a in state.artifacts.iter().filter(|a| a.kind == "parsed") {
+            if let Some(art) = store.get_artifact(&a.file_id).await? {
+                docs.push(serde_json::from_slice(&art.bytes)?);
+            }
+        }
+        rows.push(Row {
+            question: q.clone(),
+            ok: match status {
+                RunStatus::Completed => Ok(()),
+                other => Err(format!(
+                    "{}: {}",
+                    other.as_str(),
+                    record.error.unwrap_or_default()
+                )),
+            },
+            check: check_citations(&state.report, &docs),
+            sources_cited: state.report.sources.len(),
+            sources_read: state.sources.iter().filter(|s| s.status == "read").count(),
+            elapsed_ms,
+            tokens: state.tokens_used,
+        });
+    }
+    let mut total = CitationCheck::default();
+    for r in &rows {
+        total.add(r.check);
+    }
+    let failed = rows.iter().filter(|r| r.ok.is_err()).count();
+    let time: u128 = rows.iter().map(|r| r.elapsed_ms).sum();
+    let tokens: u64 = rows.iter().map(|r| r.tokens).sum();
+    if args.json {
+        let per: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({"question": r.question, "error": r.ok.as_ref().err(),
+                       "citations": r.check.markers, "fabricated": r.check.fabricated,
+                       "fabricated_rate": r.check.fabricated_rate(),
+                       "cited_sentences": r.check.cited_sentences, "supported": r.check.supported,
+                       "support": r.check.support(), "sources_cited": r.sources_cited,
+                       "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms, "tokens": r.tokens})
+            })
+            .collect();
+        let out = json!({"mode": mode, "questions": per, "overall": {
+            "runs": rows.len(), "failed": failed, "citations": total.markers,
+            "fabricated": total.fabricated, "fabricated_rate": total.fabricated_rate(),
+            "cited_sentences": total.cited_sentences, "supported": total.supported,
+            "support": total.support(), "elapsed_ms": time, "tokens": tokens}});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("mode: {mode}");
+        for r in &rows {
+            println!(
+                "{}\n  {}citations {}, fabricated {} ({:.1}%), support {}/{} ({:.0}%), sources {} cited of {} read, {:.1} s, {} tokens",
+                r.question,
+                match &r.ok {
+                    Ok(()) => String::new(),
+                    Err(e) => format!("FAILED {e}; "),
+                },
+                r.check.markers,
+                r.check.fabricated,
+                100.0 * r.check.fabricated_rate(),
+                r.check.supported,
+                r.check.cited_sentences,
+                100.0 * r.check.support(),
+                r.sources_cited,
+                r.sources_read,
+                r.elapsed_ms as f64 / 1000.0,
+                r.tokens
+            );
+        }
+        println!(
+            "overall: {} runs ({failed} failed), citations {}, fabricated {} ({:.1}%), support {}/{} ({:.0}%), {:.1} s, {tokens} tokens",
+            rows.len(),
+            total.markers,
+            total.fabricated,
+            100.0 * total.fabricated_rate(),
+            total.supported,
+            total.cited_sentences,
+            100.0 * total.support(),
+            time as f64 / 1000.0
+        );
+    }
+    // A fabricated citation or a failed run fails the evaluation.
+    Ok(if total.fabricated == 0 && failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
