@@ -295,3 +295,94 @@ async fn near_the_token_budget_research_stops_and_the_report_says_so() {
         "the token budget was nearly spent (960 of 1000 tokens)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
+    let web = SearchAndPages::start().await;
+    // Every call refused: the run fails and says why; nothing is searched.
+    let refused = Server::start(|_: &serde_json::Value, _| {
+        fathom_llm::scripted::Reply::Status(
+            401,
+            vec![],
+            json!({"error": {"message": "Incorrect API key provided"}}),
+        )
+    })
+    .await;
+    let (research, store, _db) = service(&web, &refused).await;
+    let run = research
+        .start(
+            "What did the survey measure?",
+            Some(json!({"require_approval": false})),
+        )
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), research.engine.drive_run(&run.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, RunStatus::Failed);
+    let error = store
+        .get_run(&run.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .error
+        .unwrap();
+    assert!(
+        error.contains("HTTP 401: Incorrect API key provided"),
+        "{error}"
+    );
+    assert_eq!(web.searches.load(Ordering::SeqCst), 0);
+
+    // A planner that answers in prose twice: the built-in planner's plan is used, and the
+    // plan's tool result says so.
+    let prose = Server::start(|body: &serde_json::Value, _| {
+        if system(body).starts_with("You are the planner") {
+            fathom_llm::scripted::Reply::text("I would search for a few things and then write.")
+        } else {
+            scripted_agent()(body, 0)
+        }
+    })
+    .await;
+    let (research, store, _db) = service(&web, &prose).await;
+    let run = research
+        .start("How does ownership work in Rust?", None)
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), research.engine.drive_run(&run.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, RunStatus::Waiting);
+    assert_eq!(
+        prose.requests().len(),
+        2,
+        "asked twice, the second time told why"
+    );
+    let retry = &prose.requests()[1].body["messages"];
+    assert!(
+        retry[3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("That plan cannot be used: the answer held no JSON"),
+        "{retry}"
+    );
+    let events = store.events_after(&run.id, -1, 100).await.unwrap();
+    let plan = events
+        .iter()
+        .find(|e| e.envelope.event_type == "ToolCallResult")
+        .unwrap();
+    let text = plan.envelope.value["tool_output"]["blocks"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.contains("the model's plan could not be used"),
+        "{text}"
+    );
+    assert!(
+        !plan.envelope.value["tool_output"]["raw_output"]["queries"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -74,11 +74,16 @@ pub async fn turn(
                 };
                 let result = model.chat(&request, &on_delta).await;
                 let deltas = merge(deltas.into_inner().unwrap_or_else(|p| p.into_inner()));
-                Ok::<_, std::convert::Infallible>(
-                    result
-                        .map(|response| Turn { response, deltas })
-                        .map_err(|e| e.to_string()),
-                )
+                match result {
+                    Ok(response) => Ok(Ok(Turn { response, deltas })),
+                    // A refused key, an unknown model, a bad URL: no later attempt will do
+                    // better, and a report written without the model would hide it. The
+                    // step fails (it is not journaled) and the run reports why.
+                    Err(e) if is_setup_error(&e) => Err(e),
+                    // The server stayed unavailable: journaled, and the agent goes on
+                    // without this answer.
+                    Err(e) => Ok(Err(e.to_string())),
+                }
             },
             move |outcome: &Result<Turn, String>| stream_events(&name, structured, outcome),
         )
@@ -88,6 +93,16 @@ pub async fn turn(
         ctx.edit_state(|s| s.tokens_used += used.total_tokens);
     }
     Ok(outcome)
+}
+
+/// Errors that come from how the model is set up rather than from the moment.
+fn is_setup_error(e: &fathom_llm::LlmError) -> bool {
+    use fathom_llm::LlmError;
+    match e {
+        LlmError::Config(_) => true,
+        LlmError::Refused { status, .. } => matches!(status, 401 | 403 | 404),
+        _ => false,
+    }
 }
 
 /// Consecutive deltas merged so that at most [`MAX_STREAM_EVENTS`] remain.
