@@ -23,7 +23,7 @@ use serde_json::json;
 fn models(base: &str) -> Models {
     let c = || {
         let mut c = ModelConfig::new(base, "scripted", None);
-        c.idle_timeout = Duration::from_secs(5);
+        c.idle_timeout = Duration::from_secs(20);
         Arc::new(OpenAiChat::new(c).unwrap()) as Arc<dyn fathom_llm::ChatModel>
     };
     Models {
@@ -385,4 +385,60 @@ async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn near_the_deadline_research_stops_and_the_report_says_so() {
+    let web = SearchAndPages::start().await;
+    // Researchers take 7.5 s to start: with a 10 s research budget (wrap-up 3 s before the
+    // end), the first step ends past the wrap-up time and the second step never starts.
+    let slow = Server::start(|body: &serde_json::Value, i| {
+        let reply = scripted_agent()(body, i);
+        if system(body).starts_with("You are a researcher")
+            && body["messages"].as_array().unwrap().len() == 2
+        {
+            fathom_llm::scripted::Reply::Delayed(7500, Box::new(reply))
+        } else {
+            reply
+        }
+    })
+    .await;
+    let (research, store, _db) = service(&web, &slow).await;
+    let run = research
+        .start(
+            "What did the survey measure?",
+            Some(json!({"require_approval": false, "timeout_seconds": 10,
+                        "max_parallel_researchers": 3})),
+        )
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), research.engine.drive_run(&run.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    let report = store
+        .get_run(&run.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .result
+        .unwrap()
+        .value["report_markdown"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        report.contains("Research was cut short: the time budget was nearly spent"),
+        "{report}"
+    );
+    assert!(report.contains("42 units in 2024. [1]"), "{report}");
+    let started: Vec<String> = slow
+        .requests()
+        .iter()
+        .filter(|r| system(&r.body).starts_with("You are a researcher"))
+        .filter(|r| r.body["messages"].as_array().unwrap().len() == 2)
+        .map(|r| last(&r.body)["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(started.len(), 3, "one step only: {started:?}");
 }
