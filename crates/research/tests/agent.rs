@@ -118,6 +118,11 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
     let output = &events[3].envelope.value;
     assert_eq!(output["current_agent_name"], "planner");
     assert_eq!(
+        output["response"]["additional_kwargs"]["usage"],
+        json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
+               "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS})
+    );
+    assert_eq!(
         output["structured_response"]["queries"],
         json!(["alpha", "beta", "gamma"])
     );

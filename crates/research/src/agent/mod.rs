@@ -117,6 +117,7 @@ fn stream_events(
     outcome: &Result<Turn, String>,
 ) -> Result<Vec<Envelope>, StepError> {
     let mut out = Vec::new();
+    let mut usage = None;
     let (text, calls, structured_response) = match outcome {
         Ok(t) => {
             let mut response = String::new();
@@ -141,12 +142,20 @@ fn stream_events(
                 })
                 .collect();
             let structured_response = if structured { t.response.json() } else { None };
+            usage = t.response.usage;
             (t.response.content.clone(), calls, structured_response)
         }
         Err(e) => (format!("The model call failed: {e}"), Vec::new(), None),
     };
+    // The call's token usage rides along where llama_index keeps provider extras.
+    let mut response = ChatMessage::new("assistant", text);
+    if let Some(u) = usage {
+        response
+            .additional_kwargs
+            .insert("usage".into(), serde_json::to_value(u)?);
+    }
     out.push(Envelope::of(&AgentOutput {
-        response: ChatMessage::new("assistant", text),
+        response,
         structured_response,
         current_agent_name: agent.into(),
         tool_calls: calls,
