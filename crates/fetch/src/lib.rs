@@ -149,6 +149,10 @@ pub struct SafeFetcher {
     config: FetchConfig,
     robots: Mutex<HashMap<String, Robots>>,
     next_slot: Mutex<HashMap<String, Instant>>,
+    /// Clients by host and the checked addresses they are pinned to: fetching a host again
+    /// (its robots.txt, then its pages) reuses connections, while a host that now resolves
+    /// elsewhere gets a new client pinned to its new, checked addresses.
+    clients: Mutex<HashMap<(String, Vec<SocketAddr>), reqwest::Client>>,
 }
 
 /// Addresses a name may resolve to that we look at, at most.
@@ -157,6 +161,8 @@ const MAX_ADDRS: usize = 16;
 const ROBOTS_MAX_BYTES: usize = 512 * 1024;
 /// Hosts remembered (robots.txt, politeness slots) before the memory is cleared.
 const MAX_HOSTS: usize = 10_000;
+/// Pinned clients (each with its idle connections) kept before they are dropped.
+const MAX_CLIENTS: usize = 256;
 
 /// Installs the process-wide TLS provider (ring) that every reqwest client here needs;
 /// repeated calls do nothing.
@@ -178,6 +184,7 @@ impl SafeFetcher {
             config,
             robots: Mutex::new(HashMap::new()),
             next_slot: Mutex::new(HashMap::new()),
+            clients: Mutex::new(HashMap::new()),
         }
     }
 
@@ -280,15 +287,8 @@ impl SafeFetcher {
         if left.is_zero() {
             return Err(timeout_err());
         }
-        let client = reqwest::Client::builder()
-            .resolve_to_addrs(&host, &addrs)
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(self.config.connect_timeout)
-            .timeout(left)
-            .user_agent(&self.config.user_agent)
-            .tls_certs_merge(self.config.extra_roots.iter().cloned())
-            .build()
+        let client = self
+            .client_for(&host, addrs)
             .map_err(|e| FetchError::Connect {
                 url: url.to_string(),
                 reason: e.to_string(),
@@ -303,7 +303,12 @@ impl SafeFetcher {
                 }
             }
         };
-        let resp = client.get(url.as_str()).send().await.map_err(connect_err)?;
+        let resp = client
+            .get(url.as_str())
+            .timeout(left)
+            .send()
+            .await
+            .map_err(connect_err)?;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let too_large = || FetchError::TooLarge {
@@ -328,6 +333,34 @@ impl SafeFetcher {
             }
         }
         Ok((status, headers, body))
+    }
+
+    /// The client pinned to `addrs` for `host`, made on first use.
+    fn client_for(
+        &self,
+        host: &str,
+        mut addrs: Vec<SocketAddr>,
+    ) -> Result<reqwest::Client, reqwest::Error> {
+        addrs.sort();
+        let key = (host.to_string(), addrs);
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = clients.get(&key) {
+            return Ok(c.clone());
+        }
+        let client = reqwest::Client::builder()
+            .resolve_to_addrs(host, &key.1)
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(self.config.connect_timeout)
+            .pool_max_idle_per_host(4)
+            .user_agent(&self.config.user_agent)
+            .tls_certs_merge(self.config.extra_roots.iter().cloned())
+            .build()?;
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, client.clone());
+        Ok(client)
     }
 
     async fn robots_for(&self, url: &Url, deadline: Instant) -> Robots {
