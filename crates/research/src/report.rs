@@ -40,6 +40,16 @@ pub struct Quote {
     /// The page the sentence is on (PDF).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<u32>,
+    /// Further documents the sentence rests on, cited after the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<AlsoCited>,
+}
+
+/// A further source of a sentence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlsoCited {
+    pub url: String,
+    pub title: String,
 }
 
 /// One `update_report` change: sentences appended to a section (created if new), as a new
@@ -103,11 +113,24 @@ impl Report {
                 text.push(' ');
             }
             // A sentence with no source (the agent's connecting prose) carries no marker.
-            if q.source_url.is_empty() {
-                text.push_str(q.text.trim());
-            } else {
-                let n = next.cite(q);
-                text.push_str(&format!("{} [{n}]", q.text.trim()));
+            text.push_str(q.text.trim());
+            if !q.source_url.is_empty() {
+                let mut marks = vec![next.cite(q)];
+                for a in &q.also {
+                    let n = next.cite(&Quote {
+                        text: String::new(),
+                        source_url: a.url.clone(),
+                        source_title: a.title.clone(),
+                        page: None,
+                        also: Vec::new(),
+                    });
+                    if !marks.contains(&n) {
+                        marks.push(n);
+                    }
+                }
+                for n in marks {
+                    text.push_str(&format!(" [{n}]"));
+                }
             }
         }
         if patch.quotes.is_empty()
@@ -227,7 +250,32 @@ mod tests {
             source_url: url.into(),
             source_title: format!("Title of {url}"),
             page: None,
+            also: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_sentence_may_rest_on_several_sources() {
+        let mut r = Report::new("Q");
+        let both = Quote {
+            also: vec![AlsoCited {
+                url: "file:///b".into(),
+                title: "B".into(),
+            }],
+            ..quote("Both say so.", "file:///a")
+        };
+        let md = r
+            .apply(
+                &Patch {
+                    section: "S".into(),
+                    quotes: vec![quote("B alone.", "file:///b"), both],
+                    note: None,
+                },
+                1000,
+            )
+            .unwrap();
+        assert!(md.contains("B alone. [1] Both say so. [2] [1]"), "{md}");
+        assert_eq!(citations(&md), vec![1, 2, 1]);
     }
 
     #[test]

@@ -250,6 +250,7 @@ pub fn draft_sections(
                 source_url: docs[cands[i].doc].url.clone(),
                 source_title: docs[cands[i].doc].title.clone(),
                 page: cands[i].page,
+                also: Vec::new(),
             })
             .collect();
         out.push((title.clone(), quotes));
@@ -379,6 +380,7 @@ mod tests {
             source_url: format!("file:///s{}", i % 3),
             source_title: "Source".into(),
             page: None,
+            also: Vec::new(),
         };
         let sections = vec![
             ("One".to_string(), (0..12).map(q).collect::<Vec<_>>()),

@@ -9,8 +9,9 @@ use fathom_llm::{ChatRequest, Message};
 
 use super::researcher::Gathered;
 use super::{Models, turn};
+use crate::events::ParsedRef;
 use crate::planner::Plan;
-use crate::report::Quote;
+use crate::report::{AlsoCited, Quote};
 use crate::workflow::C;
 
 const WRITER: &str = "You write one section of a research report. Use only the findings \
@@ -67,9 +68,9 @@ pub async fn draft(
     Ok((out, dropped))
 }
 
-/// Splits the model's text into sentences, each tied to the first source its markers name
-/// among those read. Markers naming nothing read are removed (and counted); a sentence left
-/// with no valid marker stays, uncited.
+/// Splits the model's text into sentences, each tied to the sources its markers name among
+/// those read. Markers naming nothing read are removed (and counted); a sentence left with no
+/// valid marker stays, uncited.
 pub fn resolve(text: &str, gathered: &Gathered) -> (Vec<Quote>, usize) {
     let mut removed = 0;
     let mut quotes = Vec::new();
@@ -80,11 +81,13 @@ pub fn resolve(text: &str, gathered: &Gathered) -> (Vec<Quote>, usize) {
         .join(" ");
     for sentence in crate::text::sentences(&flat) {
         let (clean, markers) = strip_markers(&sentence);
-        let mut source = None;
+        let mut cited: Vec<&ParsedRef> = Vec::new();
         for n in markers {
             match n.checked_sub(1).and_then(|i| gathered.read.get(i)) {
                 Some(doc) => {
-                    source.get_or_insert(doc);
+                    if !cited.iter().any(|d| d.url == doc.url) {
+                        cited.push(doc);
+                    }
                 }
                 None => {
                     removed += 1;
@@ -100,11 +103,20 @@ pub fn resolve(text: &str, gathered: &Gathered) -> (Vec<Quote>, usize) {
         if clean.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
             continue;
         }
+        let first = cited.first();
         quotes.push(Quote {
             text: crate::text::escape_inline(clean),
-            source_url: source.map(|d| d.url.clone()).unwrap_or_default(),
-            source_title: source.map(|d| d.title.clone()).unwrap_or_default(),
+            source_url: first.map(|d| d.url.clone()).unwrap_or_default(),
+            source_title: first.map(|d| d.title.clone()).unwrap_or_default(),
             page: None,
+            also: cited
+                .iter()
+                .skip(1)
+                .map(|d| AlsoCited {
+                    url: d.url.clone(),
+                    title: d.title.clone(),
+                })
+                .collect(),
         });
     }
     (quotes, removed)
@@ -146,7 +158,6 @@ fn strip_markers(sentence: &str) -> (String, Vec<usize>) {
 mod tests {
     use super::*;
     use crate::agent::researcher::Finding;
-    use crate::events::ParsedRef;
 
     #[test]
     fn markers_resolve_to_sources_read_and_others_are_removed() {
@@ -165,7 +176,8 @@ mod tests {
         };
         let (quotes, removed) = resolve(
             "## Heading\nBorrowing is checked at compile time [2]. Rust has no garbage \
-             collector [7]. Lifetimes are inferred [9, 1]. See [the book] for more.",
+             collector [7]. Lifetimes are inferred [9, 1]. See [the book] for more. Both \
+             agree [2][1][2].",
             &gathered,
         );
         assert_eq!(removed, 2);
@@ -183,7 +195,10 @@ mod tests {
                 ("Rust has no garbage collector.", ""),
                 ("Lifetimes are inferred.", "https://x.test/1"),
                 ("See \\[the book\\] for more.", ""),
+                ("Both agree.", "https://x.test/2"),
             ]
         );
+        assert_eq!(quotes[4].also.len(), 1, "the repeated [2] counts once");
+        assert_eq!(quotes[4].also[0].url, "https://x.test/1");
     }
 }
