@@ -64,6 +64,22 @@ const MAX_ANSWER_CHARS: usize = 4 * 1024 * 1024;
 const MAX_TOOL_CALLS: usize = 128;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
+/// Parts of a request some compatible servers refuse, each dropped once when refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Optional {
+    /// `response_format: json_schema` (answers are parsed tolerantly without it).
+    Schema,
+    /// `stream_options: {include_usage}` (usage is then missing, not wrong).
+    StreamOptions,
+}
+
+/// The optional parts a request is sent with.
+#[derive(Debug, Clone, Copy)]
+struct Sending {
+    schema: bool,
+    stream_options: bool,
+}
+
 /// How one attempt failed.
 enum Failure {
     /// Worth another attempt (after `retry_after`, if the server said).
@@ -72,8 +88,8 @@ enum Failure {
         retry_after: Option<Duration>,
         stalled: bool,
     },
-    /// The server does not take `response_format: json_schema`: ask again without it.
-    NoSchemaSupport,
+    /// The server refused an optional part of the request: ask again without it.
+    Unsupported(Optional),
     Fatal(LlmError),
 }
 
@@ -101,14 +117,16 @@ impl OpenAiChat {
         &self.config
     }
 
-    fn body(&self, request: &ChatRequest, with_schema: bool) -> Value {
+    fn body(&self, request: &ChatRequest, sending: Sending) -> Value {
         let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let mut body = json!({
             "model": self.config.model,
             "messages": messages,
             "stream": true,
-            "stream_options": {"include_usage": true},
         });
+        if sending.stream_options {
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -120,7 +138,7 @@ impl OpenAiChat {
                 .collect();
             body["tool_choice"] = json!("auto");
         }
-        if let Some(f) = request.response_format.as_ref().filter(|_| with_schema) {
+        if let Some(f) = request.response_format.as_ref().filter(|_| sending.schema) {
             body["response_format"] = json!({"type": "json_schema", "json_schema": {
                 "name": f.name, "schema": crate::strict_schema(&f.schema), "strict": true}});
         }
@@ -136,7 +154,7 @@ impl OpenAiChat {
     async fn attempt(
         &self,
         request: &ChatRequest,
-        with_schema: bool,
+        sending: Sending,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
         emitted: &mut bool,
     ) -> Result<ChatResponse, Failure> {
@@ -145,7 +163,7 @@ impl OpenAiChat {
             .http
             .post(format!("{}/chat/completions", self.config.base_url))
             .timeout(self.config.timeout)
-            .json(&self.body(request, with_schema));
+            .json(&self.body(request, sending));
         if let Some(key) = &self.config.api_key {
             req = req.bearer_auth(key);
         }
@@ -162,7 +180,11 @@ impl OpenAiChat {
         };
         let status = resp.status();
         if !status.is_success() {
-            return Err(http_failure(resp, with_schema && request.response_format.is_some()).await);
+            let sent = Sending {
+                schema: sending.schema && request.response_format.is_some(),
+                ..sending
+            };
+            return Err(http_failure(resp, sent).await);
         }
         let is_json = resp
             .headers()
@@ -262,27 +284,30 @@ impl ChatModel for OpenAiChat {
         request: &ChatRequest,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
     ) -> Result<ChatResponse, LlmError> {
-        let mut with_schema = true;
+        let mut sending = Sending {
+            schema: true,
+            stream_options: true,
+        };
         let mut attempts = 0;
         loop {
             attempts += 1;
             // Once text has reached the reader, a second attempt would show it twice.
             let mut emitted = false;
-            let outcome = self
-                .attempt(request, with_schema, on_delta, &mut emitted)
-                .await;
+            let outcome = self.attempt(request, sending, on_delta, &mut emitted).await;
             match outcome {
                 Ok(mut r) => {
                     r.attempts = attempts;
                     return Ok(r);
                 }
-                Err(Failure::NoSchemaSupport) if with_schema => {
-                    tracing::info!(model = %self.config.model, "server has no json_schema output; asking without it");
-                    with_schema = false;
+                // Each optional part is dropped at most once (http_failure only reports a
+                // part that was sent), so this does not loop.
+                Err(Failure::Unsupported(part)) => {
+                    tracing::info!(model = %self.config.model, ?part, "server refused an optional request part; asking without it");
+                    match part {
+                        Optional::Schema => sending.schema = false,
+                        Optional::StreamOptions => sending.stream_options = false,
+                    }
                     attempts -= 1;
-                }
-                Err(Failure::NoSchemaSupport) => {
-                    return Err(LlmError::Protocol("structured output refused".into()));
                 }
                 Err(Failure::Fatal(e)) => return Err(e),
                 Err(Failure::Retry {
@@ -347,7 +372,7 @@ fn wire_message(m: &Message) -> Value {
     v
 }
 
-async fn http_failure(resp: reqwest::Response, sent_schema: bool) -> Failure {
+async fn http_failure(resp: reqwest::Response, sent: Sending) -> Failure {
     let status = resp.status().as_u16();
     let retry_after = resp
         .headers()
@@ -375,14 +400,19 @@ async fn http_failure(resp: reqwest::Response, sent_schema: bool) -> Failure {
             retry_after,
             stalled: false,
         },
-        400 | 422 if sent_schema && mentions_schema(&message) => Failure::NoSchemaSupport,
+        400 | 422 if sent.schema && mentions(&message, &["response_format", "json_schema"]) => {
+            Failure::Unsupported(Optional::Schema)
+        }
+        400 | 422 if sent.stream_options && mentions(&message, &["stream_options"]) => {
+            Failure::Unsupported(Optional::StreamOptions)
+        }
         _ => Failure::Fatal(LlmError::Refused { status, message }),
     }
 }
 
-fn mentions_schema(message: &str) -> bool {
+fn mentions(message: &str, words: &[&str]) -> bool {
     let m = message.to_ascii_lowercase();
-    m.contains("response_format") || m.contains("json_schema")
+    words.iter().any(|w| m.contains(w))
 }
 
 fn error_message(err: &Value) -> String {

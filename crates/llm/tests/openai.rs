@@ -322,6 +322,39 @@ async fn structured_output_falls_back_when_the_server_lacks_json_schema() {
     );
 }
 
+#[tokio::test]
+async fn a_server_without_stream_options_is_asked_again_without_them() {
+    // As older llama.cpp and Ollama builds answer an unknown field.
+    let refused = Reply::Status(
+        400,
+        vec![],
+        json!({"error": {"message": "Unrecognized request argument supplied: stream_options"}}),
+    );
+    let server = Server::sequence(vec![refused, text_stream(&["fine"])]).await;
+    let (r, _) = chat(&client(&server.base_url), &question()).await;
+    let r = r.unwrap();
+    assert_eq!((r.content.as_str(), r.attempts), ("fine", 1));
+    let seen = server.requests();
+    assert!(seen[0].body.get("stream_options").is_some());
+    assert!(seen[1].body.get("stream_options").is_none());
+    // A 400 about anything else is the caller's mistake: not retried.
+    let server = Server::sequence(vec![Reply::Status(
+        400,
+        vec![],
+        json!({"error": {"message": "messages: field required"}}),
+    )])
+    .await;
+    let (r, _) = chat(&client(&server.base_url), &question()).await;
+    assert_eq!(
+        r.unwrap_err(),
+        LlmError::Refused {
+            status: 400,
+            message: "messages: field required".into()
+        }
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
 #[test]
 fn bad_configs_are_refused_with_a_reason() {
     let e = |base: &str, model: &str| OpenAiChat::new(ModelConfig::new(base, model, None)).err();
