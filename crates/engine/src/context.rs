@@ -15,6 +15,9 @@ use crate::error::StepError;
 use crate::event::{Envelope, Event};
 use crate::store::{Lease, RunStore};
 
+/// How often a running [`Ctx::run_live`] call's output is appended to the stream.
+pub const LIVE_FLUSH: Duration = Duration::from_millis(200);
+
 /// A journaled call's result: found in the journal, or just computed and not yet stored.
 enum Journaled<T> {
     Found(T),
@@ -215,19 +218,59 @@ impl<S: Serialize + Clone> Ctx<S> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        self.call(key, before, f, None, after).await
+    }
+
+    /// [`Ctx::run_streamed`] for a call that streams while it runs (a model's answer): the
+    /// events before it are committed when it starts, then every [`LIVE_FLUSH`] what `tick`
+    /// returns (the text received since the last tick, say), then `after`'s events with the
+    /// result. A completed call is read back from the journal and streams nothing again; a
+    /// call cut off by a crash runs again, so a reader may see its partial output followed by
+    /// the new attempt's.
+    pub async fn run_live<T, E, F, Fut>(
+        &self,
+        key: &str,
+        before: Vec<Envelope>,
+        f: F,
+        mut tick: impl FnMut() -> Result<Vec<Envelope>, StepError> + Send,
+        after: impl FnOnce(&T) -> Result<Vec<Envelope>, StepError>,
+    ) -> Result<T, StepError>
+    where
+        T: Serialize + DeserializeOwned,
+        E: std::fmt::Display,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.call(key, before, f, Some(&mut tick), after).await
+    }
+
+    async fn call<T, E, F, Fut>(
+        &self,
+        key: &str,
+        before: Vec<Envelope>,
+        f: F,
+        tick: Option<&mut (dyn FnMut() -> Result<Vec<Envelope>, StepError> + Send)>,
+        after: impl FnOnce(&T) -> Result<Vec<Envelope>, StepError>,
+    ) -> Result<T, StepError>
+    where
+        T: Serialize + DeserializeOwned,
+        E: std::fmt::Display,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        // Taken before the first await, so the same call takes them in every execution.
         let mut events = {
             let mut b = self.lock();
             b.calls_in_flight += 1;
             std::mem::take(&mut b.effects.stream)
         };
-        let outcome = self.journaled(key, f).await;
+        let outcome = self.fresh(key, &mut events, before, f, tick).await;
         self.lock().calls_in_flight -= 1;
         let value = match outcome? {
             // Stored by an earlier execution, with its events.
             Journaled::Found(v) => return Ok(v),
             Journaled::Fresh(v) => v,
         };
-        events.extend(before);
         events.extend(after(&value)?);
         let p = &self.parts;
         let json = serde_json::to_value(&value)?;
@@ -235,12 +278,7 @@ impl<S: Serialize + Clone> Ctx<S> {
             .store
             .journal_put(&p.lease, p.scope, key, &json, &events)
             .await?;
-        if let (Some(seq), Some(notices)) = (last_seq, &p.notices) {
-            let _ = notices.send(crate::executor::RunNotice {
-                run_id: p.lease.run_id.clone(),
-                last_seq: Some(seq),
-            });
-        }
+        self.announce(last_seq);
         let done = {
             let mut b = self.lock();
             b.calls_done += 1;
@@ -254,8 +292,17 @@ impl<S: Serialize + Clone> Ctx<S> {
         }
     }
 
-    /// The journaled result of `key`, or `f`'s fresh one (not yet stored).
-    async fn journaled<T, E, F, Fut>(&self, key: &str, f: F) -> Result<Journaled<T>, StepError>
+    /// The journaled result of `key`, or `f`'s fresh one (not yet stored). `before` joins
+    /// `events` to go with the result; with a `tick`, they are appended to the stream at
+    /// once and `tick`'s events as `f` runs.
+    async fn fresh<T, E, F, Fut>(
+        &self,
+        key: &str,
+        events: &mut Vec<Envelope>,
+        before: Vec<Envelope>,
+        f: F,
+        tick: Option<&mut (dyn FnMut() -> Result<Vec<Envelope>, StepError> + Send)>,
+    ) -> Result<Journaled<T>, StepError>
     where
         T: Serialize + DeserializeOwned,
         E: std::fmt::Display,
@@ -270,10 +317,39 @@ impl<S: Serialize + Clone> Ctx<S> {
                     StepError::Failed(format!("journaled result of '{key}' no longer fits: {e}"))
                 });
         }
-        let value = f()
-            .await
-            .map_err(|e| StepError::Failed(format!("{key}: {e}")))?;
+        events.extend(before);
+        let failed = |e: E| StepError::Failed(format!("{key}: {e}"));
+        let Some(tick) = tick else {
+            return f().await.map(Journaled::Fresh).map_err(failed);
+        };
+        let started = std::mem::take(events);
+        let last = p.store.append_stream(&p.lease, &started).await?;
+        self.announce(last);
+        let work = f();
+        tokio::pin!(work);
+        let value = loop {
+            tokio::select! {
+                v = &mut work => break v.map_err(failed)?,
+                () = tokio::time::sleep(LIVE_FLUSH) => {
+                    let batch = tick()?;
+                    let last = p.store.append_stream(&p.lease, &batch).await?;
+                    self.announce(last);
+                }
+            }
+        };
+        // What arrived since the last tick goes with the result.
+        events.extend(tick()?);
         Ok(Journaled::Fresh(value))
+    }
+
+    /// Tells this process's stream readers that events up to `last_seq` are stored.
+    fn announce(&self, last_seq: Option<i64>) {
+        if let (Some(seq), Some(notices)) = (last_seq, &self.parts.notices) {
+            let _ = notices.send(crate::executor::RunNotice {
+                run_id: self.parts.lease.run_id.clone(),
+                last_seq: Some(seq),
+            });
+        }
     }
 
     /// Returns the oldest undelivered external event of type `E`, consuming it when the step

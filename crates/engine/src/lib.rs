@@ -56,7 +56,7 @@ mod executor;
 pub mod store;
 mod workflow;
 
-pub use context::{Ctx, CtxParts, StepEffects};
+pub use context::{Ctx, CtxParts, LIVE_FLUSH, StepEffects};
 pub use error::{EngineError, StepError};
 pub use event::{
     Envelope, Event, ExceptionInfo, StopEvent, WorkflowCancelledEvent, WorkflowFailedEvent,

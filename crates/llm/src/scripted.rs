@@ -114,6 +114,11 @@ impl Server {
             .clone()
     }
 
+    /// Requests being answered now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.load(Ordering::SeqCst)
+    }
+
     /// The most requests that were being answered at one time.
     pub fn max_in_flight(&self) -> usize {
         self.shared.max_in_flight.load(Ordering::SeqCst)
@@ -140,14 +145,22 @@ async fn completions(
     };
     let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     shared.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    let open = Answering(shared.clone());
     let mut reply = (shared.respond)(&body, index);
     while let Reply::Delayed(ms, inner) = reply {
         tokio::time::sleep(Duration::from_millis(ms)).await;
         reply = *inner;
     }
-    let response = render(reply);
-    shared.in_flight.fetch_sub(1, Ordering::SeqCst);
-    response
+    render(reply, open)
+}
+
+/// A request being answered, until its last byte is sent (dropped with the body stream).
+struct Answering(Arc<Shared>);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A `chat.completion.chunk` as OpenAI streams it, sent 2 ms after the one before.
@@ -172,7 +185,7 @@ pub fn done() -> (u64, String) {
     (2, "[DONE]".into())
 }
 
-fn render(reply: Reply) -> Response {
+fn render(reply: Reply, open: Answering) -> Response {
     let lines = match reply {
         Reply::Status(code, headers, body) => {
             let mut b = Response::builder()
@@ -232,14 +245,16 @@ fn render(reply: Reply) -> Response {
         }
         Reply::Delayed(..) => unreachable!("unwrapped before rendering"),
     };
-    let stream = futures_util::stream::unfold(lines.into_iter(), |mut it| async move {
-        let (pause, data) = it.next()?;
-        tokio::time::sleep(Duration::from_millis(pause)).await;
-        Some((
-            Ok::<_, std::convert::Infallible>(format!("data: {data}\n\n")),
-            it,
-        ))
-    });
+    // `open` lives as long as the stream: the request counts as in flight until its end.
+    let stream =
+        futures_util::stream::unfold((lines.into_iter(), open), |(mut it, open)| async move {
+            let (pause, data) = it.next()?;
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            Some((
+                Ok::<_, std::convert::Infallible>(format!("data: {data}\n\n")),
+                (it, open),
+            ))
+        });
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .body(Body::from_stream(stream))

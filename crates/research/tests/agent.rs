@@ -103,19 +103,23 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         .iter()
         .map(|e| e.envelope.event_type.as_str())
         .collect();
-    assert_eq!(
-        types,
-        [
-            "AgentInput",
-            "AgentStream",
-            "AgentStream",
-            "AgentOutput",
-            "ToolCall",
-            "ToolCallResult"
-        ],
-        "{types:?}"
+    // The planner's text streams live, in as many deltas as arrived between flushes.
+    let deltas = types.iter().filter(|t| **t == "AgentStream").count();
+    assert!(deltas >= 1, "{types:?}");
+    let mut expected = vec!["AgentInput"];
+    expected.extend(std::iter::repeat_n("AgentStream", deltas));
+    expected.extend(["AgentOutput", "ToolCall", "ToolCallResult"]);
+    assert_eq!(types, expected);
+    let streamed: String = events[1..=deltas]
+        .iter()
+        .map(|e| e.envelope.value["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(events[deltas].envelope.value["response"], streamed.as_str());
+    assert!(
+        streamed.starts_with("{\"clarifying_questions\": []"),
+        "{streamed}"
     );
-    let output = &events[3].envelope.value;
+    let output = &events[deltas + 1].envelope.value;
     assert_eq!(output["current_agent_name"], "planner");
     assert_eq!(
         output["response"]["additional_kwargs"]["usage"],
@@ -126,7 +130,10 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         output["structured_response"]["queries"],
         json!(["alpha", "beta", "gamma"])
     );
-    assert_eq!(events[5].envelope.value["tool_name"], "decompose_query");
+    assert_eq!(
+        events[deltas + 3].envelope.value["tool_name"],
+        "decompose_query"
+    );
 
     research
         .decide(
@@ -446,4 +453,80 @@ async fn near_the_deadline_research_stops_and_the_report_says_so() {
         .map(|r| last(&r.body)["content"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(started.len(), 3, "one step only: {started:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn model_text_reaches_the_stream_while_the_model_is_still_answering() {
+    let web = SearchAndPages::start().await;
+    // The planner sends its first piece, then thinks for 1.5 s before the rest.
+    let llm = Server::start(|body: &serde_json::Value, i| {
+        if system(body).starts_with("You are the planner") {
+            use fathom_llm::scripted::{chunk, done, usage};
+            fathom_llm::scripted::Reply::Raw(vec![
+                chunk(json!({"content": "{\"clarifying_questions\": [], "}), None),
+                (
+                    1500,
+                    chunk(
+                        json!({"content": "\"queries\": [\"a\"], \"outline\": [\"O\"]}"}),
+                        None,
+                    )
+                    .1,
+                ),
+                chunk(json!({}), Some("stop")),
+                usage(),
+                done(),
+            ])
+        } else {
+            scripted_agent()(body, i)
+        }
+    })
+    .await;
+    let (research, store, _db) = service(&web, &llm).await;
+    let run = research
+        .start("What did the survey measure?", None)
+        .await
+        .unwrap();
+    let engine = research.engine.clone();
+    let id = run.id.clone();
+    let driving = tokio::spawn(async move { engine.drive_run(&id).await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let first = loop {
+        let events = store.events_after(&run.id, -1, 100).await.unwrap();
+        if let Some(e) = events
+            .iter()
+            .find(|e| e.envelope.event_type == "AgentStream")
+        {
+            break e.envelope.value.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no AgentStream within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Seen while the model was still answering: only the first piece, and no output yet.
+    assert_eq!(llm.in_flight(), 1, "the planner call is still open");
+    assert_eq!(first["delta"], "{\"clarifying_questions\": [], ");
+    assert_eq!(first["current_agent_name"], "planner");
+    let outputs = store
+        .events_after(&run.id, -1, 100)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.envelope.event_type == "AgentOutput")
+        .count();
+    assert_eq!(outputs, 0);
+    assert_eq!(driving.await.unwrap().unwrap(), RunStatus::Waiting);
+    let streamed: String = store
+        .events_after(&run.id, -1, 100)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.envelope.event_type == "AgentStream")
+        .map(|e| e.envelope.value["delta"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        streamed,
+        "{\"clarifying_questions\": [], \"queries\": [\"a\"], \"outline\": [\"O\"]}"
+    );
 }

@@ -77,6 +77,58 @@ const INSERT_CHUNK: usize = 200;
 
 /// Inserts `rows` into `into` (`"table (col, ...)"`), `INSERT_CHUNK` rows per statement;
 /// `tuple` binds row `i`'s values and returns its placeholder tuple.
+/// Reserves `n` sequence numbers of the run's stream (fenced by the lease); returns the first.
+async fn reserve_seqs(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    lease: &Lease,
+    n: usize,
+) -> StoreResult<i64> {
+    let row = sqlx::query(
+        "UPDATE runs SET next_seq = next_seq + $1 \
+         WHERE id = $2 AND lease_owner = $3 AND fence = $4 AND status = 'running' \
+         RETURNING next_seq",
+    )
+    .bind(n as i64)
+    .bind(&lease.run_id)
+    .bind(&lease.owner)
+    .bind(lease.fence)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    let Some(row) = row else {
+        return Err(StoreError::LeaseLost(lease.run_id.clone()));
+    };
+    let next_seq: i64 = row.try_get(0).map_err(db_err)?;
+    Ok(next_seq - n as i64)
+}
+
+/// Writes `stream` from `first_seq` on; returns the last sequence number written.
+async fn insert_events(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    run_id: &str,
+    first_seq: i64,
+    stream: &[Envelope],
+    now: i64,
+) -> StoreResult<Option<i64>> {
+    insert_rows(
+        tx,
+        "run_events (run_id, seq, event_type, envelope, created_at)",
+        stream,
+        |p, i, env| {
+            Ok(format!(
+                "({}, {}, {}, {}, {})",
+                p.text(run_id.to_string()),
+                p.int(first_seq + i as i64),
+                p.text(env.event_type.clone()),
+                p.text(to_text(env)?),
+                p.int(now)
+            ))
+        },
+    )
+    .await?;
+    Ok((!stream.is_empty()).then(|| first_seq + stream.len() as i64 - 1))
+}
+
 async fn insert_rows<T>(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     into: &str,
@@ -416,22 +468,7 @@ impl RunStore for SqlStore {
         .map_err(db_err)?;
 
         let seqs: Vec<i64> = (first_seq..first_seq + stream.len() as i64).collect();
-        insert_rows(
-            &mut tx,
-            "run_events (run_id, seq, event_type, envelope, created_at)",
-            &stream,
-            |p, i, env| {
-                Ok(format!(
-                    "({}, {}, {}, {}, {})",
-                    p.text(lease.run_id.clone()),
-                    p.int(seqs[i]),
-                    p.text(env.event_type.clone()),
-                    p.text(to_text(env)?),
-                    p.int(now)
-                ))
-            },
-        )
-        .await?;
+        insert_events(&mut tx, &lease.run_id, first_seq, &stream, now).await?;
         insert_rows(
             &mut tx,
             "run_inbox (run_id, event_type, payload, created_at)",
@@ -545,25 +582,9 @@ impl RunStore for SqlStore {
     ) -> StoreResult<(Value, Option<i64>)> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        // Bumping next_seq by 0 still takes the row lock: it fences the put, and serialises
-        // the sequence numbers with any other writer of this run's stream.
-        let n = stream.len() as i64;
-        let row = sqlx::query(
-            "UPDATE runs SET next_seq = next_seq + $1 \
-             WHERE id = $2 AND lease_owner = $3 AND fence = $4 AND status = 'running' \
-             RETURNING next_seq",
-        )
-        .bind(n)
-        .bind(&lease.run_id)
-        .bind(&lease.owner)
-        .bind(lease.fence)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        let Some(row) = row else {
-            return Err(StoreError::LeaseLost(lease.run_id.clone()));
-        };
-        let next_seq: i64 = row.try_get(0).map_err(db_err)?;
+        // Reserving the sequence numbers first takes the run row's lock: it fences the put
+        // and serialises the numbering with every other writer of this run's stream.
+        let first_seq = reserve_seqs(&mut tx, lease, stream.len()).await?;
         let inserted = sqlx::query(
             "INSERT INTO call_journal (run_id, scope, key, result, created_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (run_id, scope, key) DO NOTHING",
@@ -590,29 +611,24 @@ impl RunStore for SqlStore {
             .await
             .map_err(db_err)?;
             let text: String = row.try_get(0).map_err(db_err)?;
-            // Dropping the transaction rolls the next_seq bump back.
+            // Dropping the transaction rolls the reservation back.
             drop(tx);
             return Ok((serde_json::from_str(&text).map_err(json_err)?, None));
         }
-        let first_seq = next_seq - n;
-        insert_rows(
-            &mut tx,
-            "run_events (run_id, seq, event_type, envelope, created_at)",
-            stream,
-            |p, i, env| {
-                Ok(format!(
-                    "({}, {}, {}, {}, {})",
-                    p.text(lease.run_id.clone()),
-                    p.int(first_seq + i as i64),
-                    p.text(env.event_type.clone()),
-                    p.text(to_text(env)?),
-                    p.int(now)
-                ))
-            },
-        )
-        .await?;
+        let last = insert_events(&mut tx, &lease.run_id, first_seq, stream, now).await?;
         self.commit(tx).await?;
-        Ok((value.clone(), (n > 0).then_some(next_seq - 1)))
+        Ok((value.clone(), last))
+    }
+
+    async fn append_stream(&self, lease: &Lease, stream: &[Envelope]) -> StoreResult<Option<i64>> {
+        if stream.is_empty() {
+            return Ok(None);
+        }
+        let mut tx = self.begin_write().await?;
+        let first_seq = reserve_seqs(&mut tx, lease, stream.len()).await?;
+        let last = insert_events(&mut tx, &lease.run_id, first_seq, stream, now_ms()).await?;
+        self.commit(tx).await?;
+        Ok(last)
     }
 
     async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome> {

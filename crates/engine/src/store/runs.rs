@@ -238,6 +238,14 @@ pub trait RunStore: Send + Sync + 'static {
         stream: &[crate::event::Envelope],
     ) -> StoreResult<(Value, Option<i64>)>;
 
+    /// Appends `stream` to the run's stream now (fenced), outside any step commit: the live
+    /// part of a call that is still running. Returns the last sequence number written.
+    async fn append_stream(
+        &self,
+        lease: &Lease,
+        stream: &[crate::event::Envelope],
+    ) -> StoreResult<Option<i64>>;
+
     async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome>;
     async fn mailbox_peek(&self, run_id: &str, event_type: &str) -> StoreResult<MailboxView>;
 

@@ -36,20 +36,24 @@ impl Models {
     }
 }
 
-/// A model answer as journaled: the response and the text deltas it streamed (merged into at
-/// most [`MAX_STREAM_EVENTS`] pieces, so one answer cannot flood the stream).
+/// A model answer as journaled.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Turn {
     pub response: ChatResponse,
-    pub deltas: Vec<String>,
 }
 
-const MAX_STREAM_EVENTS: usize = 48;
+/// Text received and not yet on the stream, and all text so far.
+#[derive(Default)]
+struct Pending {
+    fresh: String,
+    so_far: String,
+}
 
-/// One model call through the journal under `key`. `before` events (an `AgentInput`, say)
-/// are committed with it; then its `AgentStream` deltas and its `AgentOutput`. A failure
-/// (after the client's own retries) is journaled too, as a message, so a step run again does
-/// not ask again. Tokens are added to the run's count.
+/// One model call through the journal under `key`, streamed live: `before` events (an
+/// `AgentInput`, say) go on the stream when it starts, the text as `AgentStream` deltas as
+/// it arrives (every [`fathom_engine::LIVE_FLUSH`]), and an `AgentOutput` with the result. A
+/// failure (after the client's own retries) is journaled too, as a message, so a step run
+/// again does not ask again. Tokens are added to the run's count.
 pub async fn turn(
     ctx: &C,
     key: &str,
@@ -61,21 +65,39 @@ pub async fn turn(
     let name = agent.to_string();
     let structured = request.response_format.is_some();
     let model = model.clone();
+    let pending = Arc::new(Mutex::new(Pending::default()));
+    let sink = pending.clone();
+    let tick = {
+        let name = name.clone();
+        move || -> Result<Vec<Envelope>, StepError> {
+            let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+            if p.fresh.is_empty() {
+                return Ok(Vec::new());
+            }
+            let delta = std::mem::take(&mut p.fresh);
+            Ok(vec![Envelope::of(&AgentStream {
+                delta,
+                response: p.so_far.clone(),
+                current_agent_name: name.clone(),
+                tool_calls: Vec::new(),
+                thinking_delta: None,
+            })?])
+        }
+    };
     let outcome: Result<Turn, String> = ctx
-        .run_streamed(
+        .run_live(
             key,
             before,
             || async move {
-                let deltas = Mutex::new(Vec::<String>::new());
                 let on_delta = |d: StreamDelta| {
                     if let StreamDelta::Text(t) = d {
-                        deltas.lock().unwrap_or_else(|p| p.into_inner()).push(t);
+                        let mut p = sink.lock().unwrap_or_else(|e| e.into_inner());
+                        p.fresh.push_str(&t);
+                        p.so_far.push_str(&t);
                     }
                 };
-                let result = model.chat(&request, &on_delta).await;
-                let deltas = merge(deltas.into_inner().unwrap_or_else(|p| p.into_inner()));
-                match result {
-                    Ok(response) => Ok(Ok(Turn { response, deltas })),
+                match model.chat(&request, &on_delta).await {
+                    Ok(response) => Ok(Ok(Turn { response })),
                     // A refused key, an unknown model, a bad URL: no later attempt will do
                     // better, and a report written without the model would hide it. The
                     // step fails (it is not journaled) and the run reports why.
@@ -85,7 +107,8 @@ pub async fn turn(
                     Err(e) => Ok(Err(e.to_string())),
                 }
             },
-            move |outcome: &Result<Turn, String>| stream_events(&name, structured, outcome),
+            tick,
+            move |outcome: &Result<Turn, String>| output_event(&name, structured, outcome),
         )
         .await?;
     if let Ok(t) = &outcome {
@@ -105,32 +128,15 @@ fn is_setup_error(e: &fathom_llm::LlmError) -> bool {
     }
 }
 
-/// Consecutive deltas merged so that at most [`MAX_STREAM_EVENTS`] remain.
-fn merge(deltas: Vec<String>) -> Vec<String> {
-    let per = deltas.len().div_ceil(MAX_STREAM_EVENTS).max(1);
-    deltas.chunks(per).map(|c| c.concat()).collect()
-}
-
-fn stream_events(
+/// The `AgentOutput` of a model call.
+fn output_event(
     agent: &str,
     structured: bool,
     outcome: &Result<Turn, String>,
 ) -> Result<Vec<Envelope>, StepError> {
-    let mut out = Vec::new();
     let mut usage = None;
     let (text, calls, structured_response) = match outcome {
         Ok(t) => {
-            let mut response = String::new();
-            for d in &t.deltas {
-                response.push_str(d);
-                out.push(Envelope::of(&AgentStream {
-                    delta: d.clone(),
-                    response: response.clone(),
-                    current_agent_name: agent.into(),
-                    tool_calls: Vec::new(),
-                    thinking_delta: None,
-                })?);
-            }
             let calls: Vec<ToolSelection> = t
                 .response
                 .tool_calls
@@ -154,14 +160,13 @@ fn stream_events(
             .additional_kwargs
             .insert("usage".into(), serde_json::to_value(u)?);
     }
-    out.push(Envelope::of(&AgentOutput {
+    Ok(vec![Envelope::of(&AgentOutput {
         response,
         structured_response,
         current_agent_name: agent.into(),
         tool_calls: calls,
         retry_messages: Vec::new(),
-    })?);
-    Ok(out)
+    })?])
 }
 
 /// A JSON Schema for `T`, inlined (no `$ref`s), as models and strict mode want it.
