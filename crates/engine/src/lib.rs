@@ -26,7 +26,10 @@
 //!    are at-least-once, and [`Ctx::idempotency_key`] gives a stable key to pass to services
 //!    that deduplicate. The stream events written before a call, and those the call adds
 //!    ([`Ctx::run_streamed`]), are committed with its result: a long step shows its calls as
-//!    they finish, and a step run again shows each of them once.
+//!    they finish, and a step run again shows each of them once. A call that streams while it
+//!    runs ([`Ctx::run_live`], a model's answer) appends its output as it comes; if it is cut
+//!    off by a crash it runs again, and its partial output stays on the stream before the new
+//!    attempt's.
 //! 4. **Runs are owned through leases with fencing tokens.** Claiming a run bumps its fence;
 //!    every write made while driving it names the fence, and the store refuses a write whose
 //!    fence is stale ([`store::StoreError::LeaseLost`]). A process that dies loses its leases
