@@ -112,6 +112,12 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let worker = tokio::spawn(research.engine.clone().run_worker(stop_rx.clone()));
+    // On Postgres, runs driven by other `fathom serve` processes reach this one's streams
+    // as soon as they commit (LISTEN/NOTIFY), not at the next poll.
+    let listener_task = {
+        let engine = research.engine.clone();
+        store.follow_changes(move |run_id| engine.announce(run_id))
+    };
     println!(
         "fathom: serving deployment '{}' ({}) on http://{bound}{}",
         deployment.name,
@@ -139,6 +145,9 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
         .context("server failed")?;
     let _ = stop_tx.send(true);
     let _ = worker.await;
+    if let Some(t) = listener_task {
+        t.abort();
+    }
     eprintln!("fathom: stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -105,6 +105,12 @@ impl Engine {
         self.notices.subscribe()
     }
 
+    /// Tells this process's stream readers that run `run_id` changed elsewhere (another
+    /// process committed events to it), so they read it now.
+    pub fn announce(&self, run_id: &str) {
+        self.notify(run_id, None);
+    }
+
     fn notify(&self, run_id: &str, last_seq: Option<i64>) {
         let _ = self.notices.send(RunNotice {
             run_id: run_id.to_string(),

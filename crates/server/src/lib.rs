@@ -47,7 +47,8 @@ pub struct ServerConfig {
     pub body_limit: usize,
     /// Idle time after which an SSE stream gets a `: heartbeat` comment.
     pub heartbeat: Duration,
-    /// How often streams and waits look for changes made by other processes.
+    /// How often streams and waits look for changes made by other processes (a fallback on
+    /// Postgres, where changes are also announced with NOTIFY).
     pub poll_interval: Duration,
 }
 

@@ -21,9 +21,33 @@ const DEADLINE: Duration = Duration::from_secs(60);
 struct Server {
     base: String,
     http: reqwest::Client,
-    _db: TestDb,
+    db: TestDb,
     _dir: tempfile::TempDir,
     stop: watch::Sender<bool>,
+}
+
+/// How a test server is set up.
+struct Opts {
+    dialect: Dialect,
+    api_key: Option<&'static str>,
+    /// Run the engine's worker (drive runs) in this server.
+    drive: bool,
+    /// The stream readers' poll interval.
+    poll: Duration,
+    /// Connect to this database instead of a fresh one (a second process on the same data).
+    url: Option<String>,
+}
+
+impl Opts {
+    fn new(dialect: Dialect) -> Opts {
+        Opts {
+            dialect,
+            api_key: None,
+            drive: true,
+            poll: Duration::from_millis(50),
+            url: None,
+        }
+    }
 }
 
 impl Drop for Server {
@@ -32,8 +56,19 @@ impl Drop for Server {
     }
 }
 
-async fn server(dialect: Dialect, api_key: Option<&str>) -> Server {
-    let db = fresh(dialect).await;
+async fn server(dialect: Dialect, api_key: Option<&'static str>) -> Server {
+    server_with(Opts {
+        api_key,
+        ..Opts::new(dialect)
+    })
+    .await
+}
+
+async fn server_with(opts: Opts) -> Server {
+    let db = match &opts.url {
+        Some(url) => TestDb::open(url).await,
+        None => fresh(opts.dialect).await,
+    };
     let dir = tempfile::tempdir().unwrap();
     let corpus_dir = dir.path().join("corpus");
     std::fs::create_dir_all(&corpus_dir).unwrap();
@@ -60,9 +95,9 @@ async fn server(dialect: Dialect, api_key: Option<&str>) -> Server {
     };
     let research = Research::new(store.clone(), engine_config, deps);
     let config = ServerConfig {
-        api_key: api_key.map(String::from),
+        api_key: opts.api_key.map(String::from),
         heartbeat: Duration::from_millis(300),
-        poll_interval: Duration::from_millis(50),
+        poll_interval: opts.poll,
         body_limit: 64 * 1024,
         ..ServerConfig::new(Deployment::load(None).unwrap())
     };
@@ -80,14 +115,24 @@ async fn server(dialect: Dialect, api_key: Option<&str>) -> Server {
             .await
             .unwrap();
     });
-    tokio::spawn(research.engine.clone().run_worker(stop_rx));
+    if opts.drive {
+        tokio::spawn(research.engine.clone().run_worker(stop_rx));
+    }
+    let engine = research.engine.clone();
+    if let Some(listening) = db.store.follow_changes(move |run| engine.announce(run)) {
+        let mut stopped = stop.subscribe();
+        tokio::spawn(async move {
+            let _ = stopped.changed().await;
+            listening.abort();
+        });
+    }
     Server {
         base,
         http: fathom_fetch::client_builder()
             .timeout(DEADLINE)
             .build()
             .unwrap(),
-        _db: db,
+        db,
         _dir: dir,
         stop,
     }
@@ -174,6 +219,42 @@ async fn read_until(
     .await
     .expect("event within the deadline");
     seen
+}
+
+/// Two processes on one Postgres, as two `fathom serve` instances behind a load balancer: one
+/// drives the run; the other serves the client and polls only once a minute. The client still
+/// follows the run through the gate to its result at once: the driver's commits NOTIFY, and
+/// the serving process wakes its stream on the LISTEN side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stream_served_by_another_process_is_woken_by_notify() {
+    let reader = server_with(Opts {
+        drive: false,
+        poll: Duration::from_secs(60),
+        ..Opts::new(Dialect::Postgres)
+    })
+    .await;
+    let _driver = server_with(Opts {
+        url: Some(reader.db.url.clone()),
+        ..Opts::new(Dialect::Postgres)
+    })
+    .await;
+    let id = reader.start(QUESTION).await;
+    let mut stream = reader.sse(&id, "", None).await;
+    // Well inside the reader's 60 s poll: only a notice can bring these events this soon.
+    let soon = Duration::from_secs(20);
+    let planned = tokio::time::timeout(soon, read_until(&mut stream, is_plan))
+        .await
+        .expect("the plan arrived without waiting for a poll");
+    assert_eq!(planned[0].0, 0);
+    let approve = json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}});
+    let (status, _) = reader.post(&format!("{D}/events/{id}"), approve).await;
+    assert_eq!(status, 200);
+    let rest = tokio::time::timeout(soon, read_until(&mut stream, is_stop))
+        .await
+        .expect("the result arrived without waiting for a poll");
+    assert_eq!(rest.last().unwrap().1["type"], "ResearchResult");
+    let ids: Vec<i64> = planned.iter().chain(&rest).map(|(i, _)| *i).collect();
+    assert_eq!(ids, (0..ids.len() as i64).collect::<Vec<_>>(), "gap-free");
 }
 
 fn is_plan(ev: &Value) -> bool {

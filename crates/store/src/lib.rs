@@ -40,6 +40,21 @@ pub struct SqlStore {
     pool: AnyPool,
     dialect: Dialect,
     stats: Arc<StoreStats>,
+    /// The connection URL, for the change listener (Postgres).
+    url: Arc<str>,
+}
+
+/// The channel stream changes are announced on.
+pub(crate) const CHANGES_CHANNEL: &str = "fathom_run_events";
+
+/// Listens until the connection fails.
+async fn listen(url: &str, on_change: &(dyn Fn(&str) + Send + Sync)) -> Result<(), sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect(url).await?;
+    listener.listen(CHANGES_CHANNEL).await?;
+    loop {
+        let n = listener.recv().await?;
+        on_change(n.payload());
+    }
 }
 
 impl std::fmt::Debug for SqlStore {
@@ -154,6 +169,7 @@ impl SqlStore {
             pool,
             dialect,
             stats: Arc::new(StoreStats::default()),
+            url: Arc::from(target.url.as_str()),
         })
     }
 
@@ -163,6 +179,31 @@ impl SqlStore {
 
     pub fn stats(&self) -> &StoreStats {
         &self.stats
+    }
+
+    /// On Postgres, calls `on_change(run_id)` whenever any process adds events to a run's
+    /// stream (LISTEN on the channel the store NOTIFYs in the same transaction), so stream
+    /// readers in this process wake at once instead of at their next poll. Reconnects with
+    /// backoff when the connection drops. None on SQLite, where one process owns the file.
+    pub fn follow_changes(
+        &self,
+        on_change: impl Fn(&str) + Send + Sync + 'static,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        if self.dialect != Dialect::Postgres {
+            return None;
+        }
+        let url = self.url.clone();
+        Some(tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(250);
+            loop {
+                match listen(&url, &on_change).await {
+                    Ok(()) => backoff = Duration::from_millis(250),
+                    Err(e) => tracing::warn!(error = %e, "change listener lost; reconnecting"),
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        }))
     }
 
     /// The pool, for tests and tools that need raw access.

@@ -10,7 +10,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::sql::Params;
-use crate::{SqlStore, db_err, json_err};
+use crate::{Dialect, SqlStore, db_err, json_err};
 
 const RUN_COLS: &str = "id, workflow, status, state, result, error, waiting_for, next_seq, \
                         deadline_at, created_at, updated_at, completed_at";
@@ -102,14 +102,25 @@ async fn reserve_seqs(
     Ok(next_seq - n as i64)
 }
 
-/// Writes `stream` from `first_seq` on; returns the last sequence number written.
+/// Writes `stream` from `first_seq` on; returns the last sequence number written. On
+/// Postgres, announces the change to listeners in other processes when the transaction
+/// commits.
 async fn insert_events(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    dialect: Dialect,
     run_id: &str,
     first_seq: i64,
     stream: &[Envelope],
     now: i64,
 ) -> StoreResult<Option<i64>> {
+    if dialect == Dialect::Postgres && !stream.is_empty() {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(crate::CHANGES_CHANNEL)
+            .bind(run_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err)?;
+    }
     insert_rows(
         tx,
         "run_events (run_id, seq, event_type, envelope, created_at)",
@@ -468,7 +479,15 @@ impl RunStore for SqlStore {
         .map_err(db_err)?;
 
         let seqs: Vec<i64> = (first_seq..first_seq + stream.len() as i64).collect();
-        insert_events(&mut tx, &lease.run_id, first_seq, &stream, now).await?;
+        insert_events(
+            &mut tx,
+            self.dialect,
+            &lease.run_id,
+            first_seq,
+            &stream,
+            now,
+        )
+        .await?;
         insert_rows(
             &mut tx,
             "run_inbox (run_id, event_type, payload, created_at)",
@@ -615,7 +634,8 @@ impl RunStore for SqlStore {
             drop(tx);
             return Ok((serde_json::from_str(&text).map_err(json_err)?, None));
         }
-        let last = insert_events(&mut tx, &lease.run_id, first_seq, stream, now).await?;
+        let last =
+            insert_events(&mut tx, self.dialect, &lease.run_id, first_seq, stream, now).await?;
         self.commit(tx).await?;
         Ok((value.clone(), last))
     }
@@ -626,7 +646,15 @@ impl RunStore for SqlStore {
         }
         let mut tx = self.begin_write().await?;
         let first_seq = reserve_seqs(&mut tx, lease, stream.len()).await?;
-        let last = insert_events(&mut tx, &lease.run_id, first_seq, stream, now_ms()).await?;
+        let last = insert_events(
+            &mut tx,
+            self.dialect,
+            &lease.run_id,
+            first_seq,
+            stream,
+            now_ms(),
+        )
+        .await?;
         self.commit(tx).await?;
         Ok(last)
     }
@@ -780,17 +808,15 @@ impl RunStore for SqlStore {
             });
         };
         let next_seq: i64 = row.try_get(0).map_err(db_err)?;
-        sqlx::query(
-            "INSERT INTO run_events (run_id, seq, event_type, envelope, created_at) VALUES ($1, $2, $3, $4, $5)",
+        insert_events(
+            &mut tx,
+            self.dialect,
+            id,
+            next_seq - 1,
+            std::slice::from_ref(&cancelled),
+            now,
         )
-        .bind(id)
-        .bind(next_seq - 1)
-        .bind(&cancelled.event_type)
-        .bind(to_text(&cancelled)?)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
+        .await?;
         self.commit(tx).await?;
         Ok(CancelOutcome::Cancelled)
     }

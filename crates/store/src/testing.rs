@@ -44,6 +44,17 @@ pub async fn fresh_url(dialect: Dialect) -> (String, Option<tempfile::TempDir>) 
     }
 }
 
+impl TestDb {
+    /// Another connection to an existing test database (a second process on the same data).
+    pub async fn open(url: &str) -> TestDb {
+        TestDb {
+            store: SqlStore::connect(url).await.expect("connect test store"),
+            url: url.to_string(),
+            _dir: None,
+        }
+    }
+}
+
 pub async fn fresh(dialect: Dialect) -> TestDb {
     let (url, dir) = fresh_url(dialect).await;
     let store = SqlStore::connect(&url).await.expect("connect test store");

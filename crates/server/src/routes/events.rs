@@ -123,8 +123,8 @@ pub async fn stream_events(
 }
 
 /// Sends run `id`'s events after `after` into `tx` until the stop event, the run's end, or the
-/// client going away. New events are noticed through this process's notices and by polling
-/// (another process may be driving the run).
+/// client going away. New events are noticed through this process's notices (which include
+/// other processes' commits on Postgres, see `SqlStore::follow_changes`) and by polling.
 async fn follow(state: AppRef, id: String, mut after: i64, tx: mpsc::Sender<StoredEvent>) {
     let mut notices = state.engine.subscribe();
     let store = state.engine.store().clone();
