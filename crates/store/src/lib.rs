@@ -47,13 +47,25 @@ pub struct SqlStore {
 /// The channel stream changes are announced on.
 pub(crate) const CHANGES_CHANNEL: &str = "fathom_run_events";
 
-/// Listens until the connection fails.
-async fn listen(url: &str, on_change: &(dyn Fn(&str) + Send + Sync)) -> Result<(), sqlx::Error> {
-    let mut listener = sqlx::postgres::PgListener::connect(url).await?;
-    listener.listen(CHANGES_CHANNEL).await?;
+/// Listens until the connection fails; `listening` tells whether it got that far.
+async fn listen(
+    url: &str,
+    on_change: &(dyn Fn(&str) + Send + Sync),
+    listening: &mut bool,
+) -> sqlx::Error {
+    let mut listener = match sqlx::postgres::PgListener::connect(url).await {
+        Ok(l) => l,
+        Err(e) => return e,
+    };
+    if let Err(e) = listener.listen(CHANGES_CHANNEL).await {
+        return e;
+    }
+    *listening = true;
     loop {
-        let n = listener.recv().await?;
-        on_change(n.payload());
+        match listener.recv().await {
+            Ok(n) => on_change(n.payload()),
+            Err(e) => return e,
+        }
     }
 }
 
@@ -196,9 +208,12 @@ impl SqlStore {
         Some(tokio::spawn(async move {
             let mut backoff = Duration::from_millis(250);
             loop {
-                match listen(&url, &on_change).await {
-                    Ok(()) => backoff = Duration::from_millis(250),
-                    Err(e) => tracing::warn!(error = %e, "change listener lost; reconnecting"),
+                let mut listening = false;
+                let e = listen(&url, &on_change, &mut listening).await;
+                tracing::warn!(error = %e, "change listener lost; reconnecting");
+                // A listener that worked starts its retries afresh.
+                if listening {
+                    backoff = Duration::from_millis(250);
                 }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(30));
