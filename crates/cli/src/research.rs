@@ -490,10 +490,34 @@ fn show_event(env: &Envelope, events: bool) {
         }
         return;
     }
-    if env.event_type != "ToolCallResult" {
-        return;
-    }
     let v = &env.value;
+    match env.event_type.as_str() {
+        "ToolCallResult" => {}
+        // The agent: who starts on what, and what each reflection decided.
+        "AgentInput" => {
+            let who = v["current_agent_name"].as_str().unwrap_or("");
+            if let Some(task) = who
+                .starts_with("researcher-")
+                .then(|| v["input"][0]["blocks"][0]["text"].as_str())
+                .flatten()
+                .and_then(|t| t.rsplit("Your task: ").next())
+            {
+                eprintln!("  {who} on \"{task}\"");
+            }
+            return;
+        }
+        "AgentOutput" if v["current_agent_name"] == "reflection" => {
+            let r = &v["structured_response"];
+            if let Some(decision) = r["decision"].as_str() {
+                eprintln!(
+                    "  reflection: {decision} ({})",
+                    r["reason"].as_str().unwrap_or("")
+                );
+            }
+            return;
+        }
+        _ => return,
+    }
     let tool = v["tool_name"].as_str().unwrap_or("");
     let out = &v["tool_output"];
     let text = out["blocks"][0]["text"].as_str().unwrap_or("");
@@ -507,7 +531,8 @@ fn show_event(env: &Envelope, events: bool) {
             v["tool_kwargs"]["query"].as_str().unwrap_or(""),
             out["raw_output"]["hits"].as_array().map_or(0, Vec::len)
         ),
-        "parse_content" => eprintln!(
+        // The agent's fetch_url reads (fetch and parse in one call) and names the title.
+        "parse_content" | "fetch_url" if out["raw_output"]["title"].is_string() => eprintln!(
             "  read \"{}\"",
             out["raw_output"]["title"].as_str().unwrap_or("")
         ),

@@ -101,8 +101,23 @@ async fn a_killed_agent_run_sends_no_completed_call_again() {
         )
     };
 
-    // The reference: uninterrupted.
-    ok(run(args("reference.md")).await.unwrap());
+    // The reference: uninterrupted. Its progress shows the agent at work.
+    let out = run(args("reference.md")).await.unwrap();
+    let progress = String::from_utf8_lossy(&out.stderr).into_owned();
+    ok(out);
+    for line in [
+        "  researcher-1 on \"alpha\"",
+        "  searched \"alpha\": 1 results",
+        "  read \"All about alpha\"",
+        "  reflection: adjust (gamma is covered; delta is missing)",
+        "  researcher-1 on \"delta\"",
+        "  reflection: complete (enough)",
+    ] {
+        assert!(
+            progress.lines().any(|l| l == line),
+            "{line:?} in:\n{progress}"
+        );
+    }
     let reference = counts();
     let report = std::fs::read_to_string(setup.dir.join("reference.md")).unwrap();
     assert!(
