@@ -9,8 +9,9 @@
 //!
 //! `cargo bench -p fathom-cli --bench parse`
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,14 +19,6 @@ use fathom_fetch::{FetchConfig, SafeFetcher};
 use fathom_research::parse::{ContentParser, DocKind, decode_text, parse_content};
 use fathom_research::pdf::{PdfLimits, PdfSandbox, extract};
 use fathom_research::testing::sample_pdf;
-
-fn book() -> PathBuf {
-    let out = Command::new("rustc")
-        .args(["--print", "sysroot"])
-        .output()
-        .expect("rustc");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("share/doc/rust/html/book")
-}
 
 /// The book's chapter pages (the all-in-one print page left out), largest first.
 fn pages(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -226,7 +219,7 @@ fn fetch_and_parse(rt: &tokio::runtime::Runtime, pages: &[(String, Vec<u8>)]) {
 
 fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let pages = pages(&book());
+    let pages = pages(&common::book());
     println!(
         "cores: {}",
         std::thread::available_parallelism().map_or(0, |n| n.get())

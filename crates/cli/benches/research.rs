@@ -4,17 +4,11 @@
 //!
 //! `cargo bench -p fathom-cli --bench research [-- CORPUS_DIR]`
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
-
-fn book() -> PathBuf {
-    let out = Command::new("rustc")
-        .args(["--print", "sysroot"])
-        .output()
-        .expect("rustc");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("share/doc/rust/html/book")
-}
 
 /// Runs fathom with `--stats`; returns (elapsed ms, peak RSS KiB).
 fn fathom(work: &Path, args: &[&str]) -> (f64, f64) {
@@ -76,7 +70,7 @@ fn main() {
         .skip(1)
         .find(|a| !a.starts_with('-'))
         .map(PathBuf::from)
-        .unwrap_or_else(book);
+        .unwrap_or_else(common::book);
     let c = corpus.to_str().unwrap();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();

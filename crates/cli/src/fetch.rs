@@ -51,15 +51,13 @@ pub async fn fetch(ctx: &Context, args: FetchArgs) -> anyhow::Result<ExitCode> {
     let mut config = research_config.web.fetch;
     config.allow_private_networks |= args.allow_private_network;
     config.obey_robots &= !args.ignore_robots;
-    let fetched = SafeFetcher::new(config).fetch(&args.url).await?;
+    let mut fetched = SafeFetcher::new(config).fetch(&args.url).await?;
     let kind = kind_of(&fetched).map_err(|e| anyhow!(e))?;
+    // The body goes to the parser; only its size is printed.
+    let size = fetched.bytes.len();
+    let body = std::mem::take(&mut fetched.bytes);
     let doc = parser
-        .parse(
-            &fetched.final_url,
-            kind,
-            fetched.bytes.clone(),
-            fetched.charset.clone(),
-        )
+        .parse(&fetched.final_url, kind, body, fetched.charset.clone())
         .await
         .map_err(|e| anyhow!("{}: {e}", fetched.final_url))?;
     let markdown = to_markdown(&doc);
@@ -71,7 +69,7 @@ pub async fn fetch(ctx: &Context, args: FetchArgs) -> anyhow::Result<ExitCode> {
             "status": fetched.status,
             "content_type": fetched.content_type,
             "charset": fetched.charset,
-            "bytes": fetched.bytes.len(),
+            "bytes": size,
             "title": doc.title,
             "byline": doc.byline,
             "published": doc.published,
@@ -87,7 +85,7 @@ pub async fn fetch(ctx: &Context, args: FetchArgs) -> anyhow::Result<ExitCode> {
             "{} ({}, {} bytes, {} words{})",
             fetched.final_url,
             fetched.content_type,
-            fetched.bytes.len(),
+            size,
             doc.words,
             if fetched.redirects.is_empty() {
                 String::new()

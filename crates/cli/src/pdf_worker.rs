@@ -36,18 +36,22 @@ pub fn run(args: PdfWorkerArgs) -> ExitCode {
     )
 }
 
-/// The parser every command uses: PDFs through this binary's worker. Without a path to
+/// The parser every command uses: PDFs through this binary's worker. One per process, so
+/// the corpus index and the runs share its bound on concurrent workers. Without a path to
 /// this binary (which Linux always gives), PDFs are refused with that reason.
 pub fn content_parser(config: &ResearchConfig) -> ContentParser {
-    match std::env::current_exe() {
-        Ok(program) => ContentParser::new(Some(PdfSandbox {
-            program,
-            args: vec![COMMAND.to_string()],
-            limits: config.pdf,
-        })),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot locate this program; PDFs will not be read");
-            ContentParser::default()
-        }
-    }
+    static PARSER: std::sync::OnceLock<ContentParser> = std::sync::OnceLock::new();
+    PARSER
+        .get_or_init(|| match std::env::current_exe() {
+            Ok(program) => ContentParser::new(Some(PdfSandbox {
+                program,
+                args: vec![COMMAND.to_string()],
+                limits: config.pdf,
+            })),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot locate this program; PDFs will not be read");
+                ContentParser::default()
+            }
+        })
+        .clone()
 }

@@ -15,8 +15,27 @@ use fathom_research::testing::{SearchAndPages, scripted_agent, write_sample_corp
 struct Setup {
     _tmp: tempfile::TempDir,
     dir: PathBuf,
+    corpus: PathBuf,
     config: PathBuf,
     llm: String,
+}
+
+impl Setup {
+    /// A work folder with the sample corpus and a config that searches `web` and may fetch
+    /// from loopback; runs talk to the model at `llm`.
+    fn new(web: &SearchAndPages, llm: &Server) -> std::sync::Arc<Setup> {
+        let tmp = tempfile::tempdir().unwrap();
+        let corpus = tmp.path().join("corpus");
+        std::fs::create_dir_all(&corpus).unwrap();
+        write_sample_corpus(&corpus);
+        std::sync::Arc::new(Setup {
+            dir: tmp.path().to_path_buf(),
+            config: config(tmp.path(), &web.origin),
+            corpus,
+            llm: llm.base_url.clone(),
+            _tmp: tmp,
+        })
+    }
 }
 
 fn fathom(s: &Setup, args: &[&str]) -> Command {
@@ -60,17 +79,8 @@ fn config(dir: &Path, search_origin: &str) -> PathBuf {
 async fn a_killed_agent_run_sends_no_completed_call_again() {
     let web = SearchAndPages::start().await;
     let llm = Server::start(scripted_agent()).await;
-    let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus");
-    std::fs::create_dir_all(&corpus).unwrap();
-    write_sample_corpus(&corpus);
-    let setup = std::sync::Arc::new(Setup {
-        dir: tmp.path().to_path_buf(),
-        config: config(tmp.path(), &web.origin),
-        llm: llm.base_url.clone(),
-        _tmp: tmp,
-    });
-    let c = corpus.to_str().unwrap().to_string();
+    let setup = Setup::new(&web, &llm);
+    let c = setup.corpus.to_str().unwrap().to_string();
     let args = move |out: &str| -> Vec<String> {
         [
             "research",
@@ -162,24 +172,15 @@ async fn a_killed_agent_run_sends_no_completed_call_again() {
 async fn eval_measures_citations_offline_and_with_the_agent() {
     let web = SearchAndPages::start().await;
     let llm = Server::start(scripted_agent()).await;
-    let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus");
-    std::fs::create_dir_all(&corpus).unwrap();
-    write_sample_corpus(&corpus);
-    let questions = tmp.path().join("questions.txt");
+    let setup = Setup::new(&web, &llm);
+    let questions = setup.dir.join("questions.txt");
     std::fs::write(
         &questions,
         "How does ownership work in Rust?\n\n# skipped\nWhat does borrowing allow?\n",
     )
     .unwrap();
-    let setup = std::sync::Arc::new(Setup {
-        dir: tmp.path().to_path_buf(),
-        config: config(tmp.path(), &web.origin),
-        llm: llm.base_url.clone(),
-        _tmp: tmp,
-    });
     let (c, q) = (
-        corpus.to_str().unwrap().to_string(),
+        setup.corpus.to_str().unwrap().to_string(),
         questions.to_str().unwrap().to_string(),
     );
     let eval = |agent: bool| {

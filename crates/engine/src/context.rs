@@ -138,6 +138,11 @@ impl<S: Serialize + Clone> Ctx<S> {
         self.lock().state.clone()
     }
 
+    /// Reads the run's state in place, without the copy [`Ctx::state`] makes.
+    pub fn read_state<R>(&self, f: impl FnOnce(&S) -> R) -> R {
+        f(&self.lock().state)
+    }
+
     /// Changes the run's state; the change is committed with the step.
     pub fn edit_state<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
         let mut b = self.lock();

@@ -40,21 +40,39 @@ pub fn parse_loose_json(text: &str) -> Option<Value> {
     None
 }
 
-/// Where the bracket opening `s` closes (byte index after it), minding strings.
-fn balanced_end(s: &str, limit: usize) -> Option<usize> {
-    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
-    for (i, c) in s.char_indices().take_while(|(i, _)| *i < limit) {
-        if in_str {
+/// Whether a scan of JSON text is inside a string literal (escapes minded).
+#[derive(Default)]
+struct StringTracker {
+    in_str: bool,
+    escaped: bool,
+}
+
+impl StringTracker {
+    /// Takes the next character; true if it is part of a string literal (quotes included).
+    fn in_string(&mut self, c: char) -> bool {
+        if self.in_str {
             match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_str = false,
+                _ if self.escaped => self.escaped = false,
+                '\\' => self.escaped = true,
+                '"' => self.in_str = false,
                 _ => {}
             }
+            return true;
+        }
+        self.in_str = c == '"';
+        self.in_str
+    }
+}
+
+/// Where the bracket opening `s` closes (byte index after it), minding strings.
+fn balanced_end(s: &str, limit: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut strings = StringTracker::default();
+    for (i, c) in s.char_indices().take_while(|(i, _)| *i < limit) {
+        if strings.in_string(c) {
             continue;
         }
         match c {
-            '"' => in_str = true,
             '{' | '[' => depth += 1,
             '}' | ']' => {
                 depth = depth.checked_sub(1)?;
@@ -71,19 +89,10 @@ fn balanced_end(s: &str, limit: usize) -> Option<usize> {
 /// `[1, 2,]` → `[1, 2]`, outside strings.
 fn drop_trailing_commas(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let (mut in_str, mut escaped) = (false, false);
+    let mut strings = StringTracker::default();
     let chars: Vec<char> = s.chars().collect();
     for (i, &c) in chars.iter().enumerate() {
-        if in_str {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_str = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_str = true;
-        } else if c == ',' {
+        if !strings.in_string(c) && c == ',' {
             let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
             if matches!(next, Some('}') | Some(']')) {
                 continue;

@@ -156,27 +156,10 @@ fn unescape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::DocKind;
     use crate::report::{Section, Source};
-    use crate::text::Block;
 
     fn doc(url: &str, text: &str) -> ParsedDoc {
-        ParsedDoc {
-            url: url.into(),
-            title: url.into(),
-            kind: DocKind::Text,
-            blocks: vec![Block {
-                heading: String::new(),
-                text: text.into(),
-                page: None,
-            }],
-            words: 10,
-            byline: None,
-            published: None,
-            canonical_url: None,
-            site_name: None,
-            pages: None,
-        }
+        crate::testing::text_doc(url, &[text], 10)
     }
 
     #[test]

@@ -79,12 +79,12 @@ impl Report {
         }
     }
 
-    /// The number of the quote's source, listed on first use. A page of a PDF is a source
-    /// of its own (`url#page=N`), so a reader lands on the page the sentence came from.
-    fn cite(&mut self, q: &Quote) -> usize {
-        let url = match q.page {
-            Some(p) => format!("{}#page={p}", q.source_url),
-            None => q.source_url.clone(),
+    /// The number of a source, listed on first use. A page of a PDF is a source of its own
+    /// (`url#page=N`), so a reader lands on the page the sentence came from.
+    fn cite(&mut self, url: &str, title: &str, page: Option<u32>) -> usize {
+        let url = match page {
+            Some(p) => format!("{url}#page={p}"),
+            None => url.to_string(),
         };
         if let Some(s) = self.sources.iter().find(|s| s.url == url) {
             return s.n;
@@ -92,12 +92,12 @@ impl Report {
         let n = self.sources.len() + 1;
         self.sources.push(Source {
             n,
-            title: match q.page {
-                Some(p) => format!("{}, p. {p}", q.source_title),
-                None => q.source_title.clone(),
+            title: match page {
+                Some(p) => format!("{title}, p. {p}"),
+                None => title.to_string(),
             },
             url,
-            page: q.page,
+            page,
         });
         n
     }
@@ -115,15 +115,9 @@ impl Report {
             // A sentence with no source (the agent's connecting prose) carries no marker.
             text.push_str(q.text.trim());
             if !q.source_url.is_empty() {
-                let mut marks = vec![next.cite(q)];
+                let mut marks = vec![next.cite(&q.source_url, &q.source_title, q.page)];
                 for a in &q.also {
-                    let n = next.cite(&Quote {
-                        text: String::new(),
-                        source_url: a.url.clone(),
-                        source_title: a.title.clone(),
-                        page: None,
-                        also: Vec::new(),
-                    });
+                    let n = next.cite(&a.url, &a.title, None);
                     if !marks.contains(&n) {
                         marks.push(n);
                     }

@@ -63,6 +63,30 @@ pub fn write_sample_corpus(dir: &Path) {
     }
 }
 
+/// A parsed plain-text document of `paras`, titled by its URL, claiming `words` words (the
+/// writer weighs documents by it).
+pub fn text_doc(url: &str, paras: &[&str], words: usize) -> crate::parse::ParsedDoc {
+    crate::parse::ParsedDoc {
+        url: url.into(),
+        title: url.into(),
+        kind: crate::parse::DocKind::Text,
+        blocks: paras
+            .iter()
+            .map(|p| crate::text::Block {
+                heading: String::new(),
+                text: p.to_string(),
+                page: None,
+            })
+            .collect(),
+        words,
+        byline: None,
+        published: None,
+        canonical_url: None,
+        site_name: None,
+        pages: None,
+    }
+}
+
 /// A PDF with one page per entry of `pages` (lines split on `\n`, Helvetica), and an Info
 /// dictionary with `title` and `author`. Written by hand so tests need no PDF library.
 pub fn sample_pdf(pages: &[&str], title: &str, author: &str) -> Vec<u8> {

@@ -67,6 +67,25 @@ pub struct SourceEntry {
     pub pages: Option<u32>,
 }
 
+impl SourceEntry {
+    /// A search result, not yet read.
+    fn found(hit: &SearchHit) -> SourceEntry {
+        SourceEntry {
+            url: hit.url.clone(),
+            title: hit.title.clone(),
+            snippet: hit.snippet.clone(),
+            status: "found".into(),
+            error: None,
+            file_id: None,
+            byline: None,
+            published: None,
+            site_name: None,
+            canonical_url: None,
+            pages: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArtifactRef {
     pub file_id: String,
@@ -350,21 +369,13 @@ async fn run_web_research(
             })
             .collect();
         ctx.edit_state(|s| {
-            s.sources = gathered
-                .read
+            s.sources = hits
                 .iter()
-                .map(|r| SourceEntry {
-                    url: r.url.clone(),
-                    title: r.title.clone(),
-                    snippet: String::new(),
+                .zip(&gathered.read)
+                .map(|(h, r)| SourceEntry {
                     status: "read".into(),
-                    error: None,
                     file_id: Some(r.file_id.clone()),
-                    byline: None,
-                    published: None,
-                    site_name: None,
-                    canonical_url: None,
-                    pages: None,
+                    ..SourceEntry::found(h)
                 })
                 .collect();
             s.artifacts
@@ -421,22 +432,7 @@ async fn run_web_research(
         }
     }
     ctx.edit_state(|s| {
-        s.sources = chosen
-            .iter()
-            .map(|h| SourceEntry {
-                url: h.url.clone(),
-                title: h.title.clone(),
-                snippet: h.snippet.clone(),
-                status: "found".into(),
-                error: None,
-                file_id: None,
-                byline: None,
-                published: None,
-                site_name: None,
-                canonical_url: None,
-                pages: None,
-            })
-            .collect();
+        s.sources = chosen.iter().map(SourceEntry::found).collect();
     });
     deps.save_session(&ctx.state()).await?;
     ctx.send(SourcesFound { hits: chosen })
@@ -471,27 +467,30 @@ pub(crate) struct ParsedSummary {
     pub(crate) pages: Option<u32>,
 }
 
-/// `fetch_url`: the document's bytes, stored content-addressed.
+/// `fetch_url`: the document's bytes, stored content-addressed; the bytes are handed back
+/// too, for a caller that parses them at once.
 pub(crate) async fn fetch_raw(
     fetcher: &dyn Fetcher,
     artifacts: &dyn ArtifactStore,
     url: &str,
-) -> ToolResult<FetchedRef> {
+) -> ToolResult<(FetchedRef, Vec<u8>)> {
     let f = fetcher.fetch(url).await?;
     let meta = artifacts
         .put_artifact(f.kind.content_type(), &f.bytes)
         .await
         .map_err(|e| format!("could not store {url}: {e}"))?;
-    Ok(FetchedRef {
+    let raw = FetchedRef {
         url: f.url,
         kind: f.kind,
         size: f.bytes.len(),
         file_id: meta.file_id,
         charset: f.charset,
-    })
+    };
+    Ok((raw, f.bytes))
 }
 
-/// `parse_content`: a fetched document parsed, and stored as a parsed artifact.
+/// `parse_content` of a stored fetch (its bytes read back from storage: after a crash the
+/// fetch is journaled, its bytes are not in memory).
 pub(crate) async fn parse_raw(
     parser: &ContentParser,
     artifacts: &dyn ArtifactStore,
@@ -503,6 +502,16 @@ pub(crate) async fn parse_raw(
         .map_err(|e| e.to_string())?
         .ok_or("fetched content is missing from storage")?
         .bytes;
+    parse_bytes(parser, artifacts, raw, bytes).await
+}
+
+/// Parses a fetched document and stores the parsed form as an artifact.
+pub(crate) async fn parse_bytes(
+    parser: &ContentParser,
+    artifacts: &dyn ArtifactStore,
+    raw: &FetchedRef,
+    bytes: Vec<u8>,
+) -> ToolResult<(ParsedSummary, ParsedDoc)> {
     let doc = parser
         .parse(&raw.url, raw.kind, bytes, raw.charset.clone())
         .await
@@ -558,7 +567,9 @@ async fn fetch_parse_sources(
                     if i > 0 {
                         tokio::time::sleep(delay).await;
                     }
-                    fetch_raw(fetcher.as_ref(), artifacts.as_ref(), &url).await
+                    fetch_raw(fetcher.as_ref(), artifacts.as_ref(), &url)
+                        .await
+                        .map(|(raw, _)| raw)
                 },
                 |f: &FetchedRef| format!("Fetched {} ({} bytes, {})", f.url, f.size, f.kind.content_type()),
                 |f| json!({"url": f.url, "content_type": f.kind.content_type(), "size": f.size, "file_id": f.file_id}),
@@ -769,7 +780,7 @@ async fn persist_session(
     deps: Arc<ResearchDeps>,
     _ev: ReportWritten,
 ) -> Result<(), StepError> {
-    let md = ctx.state().report_markdown;
+    let md = ctx.read_state(|s| s.report_markdown.clone());
     let artifacts = deps.artifacts.clone();
     let report_id = ctx
         .run("store_report", || async move {

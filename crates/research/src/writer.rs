@@ -307,29 +307,9 @@ pub fn pack_patches(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::DocKind;
-    use crate::text::Block;
 
     fn doc(url: &str, paras: &[&str]) -> ParsedDoc {
-        ParsedDoc {
-            url: url.into(),
-            title: url.into(),
-            kind: DocKind::Text,
-            blocks: paras
-                .iter()
-                .map(|p| Block {
-                    heading: String::new(),
-                    text: p.to_string(),
-                    page: None,
-                })
-                .collect(),
-            words: 100,
-            byline: None,
-            published: None,
-            canonical_url: None,
-            site_name: None,
-            pages: None,
-        }
+        crate::testing::text_doc(url, paras, 100)
     }
 
     #[test]

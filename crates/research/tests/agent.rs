@@ -33,6 +33,32 @@ fn models(base: &str) -> Models {
     }
 }
 
+/// Drives run `id` to its next stop (the gate or its end), within a minute.
+async fn drive(research: &Research, id: &str) -> RunStatus {
+    tokio::time::timeout(Duration::from_secs(60), research.engine.drive_run(id))
+        .await
+        .expect("run made progress")
+        .unwrap()
+}
+
+/// A researcher's first request: its instructions and its task, nothing else yet.
+fn is_first_research_turn(body: &serde_json::Value) -> bool {
+    system(body).starts_with("You are a researcher")
+        && body["messages"].as_array().is_some_and(|m| m.len() == 2)
+}
+
+/// The tasks researchers were started on, in the order the model server saw them.
+fn tasks_started(llm: &Server) -> Vec<String> {
+    llm.requests()
+        .iter()
+        .filter(|r| is_first_research_turn(&r.body))
+        .map(|r| {
+            let ask = last(&r.body)["content"].as_str().unwrap_or("").to_string();
+            ask.rsplit("Your task: ").next().unwrap_or("").to_string()
+        })
+        .collect()
+}
+
 async fn service(
     web: &SearchAndPages,
     llm: &Server,
@@ -77,16 +103,7 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         )
         .await
         .unwrap();
-    let drive = |id: String| {
-        let engine = research.engine.clone();
-        async move {
-            tokio::time::timeout(Duration::from_secs(60), engine.drive_run(&id))
-                .await
-                .expect("run made progress")
-                .unwrap()
-        }
-    };
-    assert_eq!(drive(run.id.clone()).await, RunStatus::Waiting);
+    assert_eq!(drive(&research, &run.id).await, RunStatus::Waiting);
 
     // Phase A: one planner call; not one search or page request.
     assert_eq!(web.searches.load(Ordering::SeqCst), 0);
@@ -146,7 +163,7 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         )
         .await
         .unwrap();
-    assert_eq!(drive(run.id.clone()).await, RunStatus::Completed);
+    assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
 
     // Step 1 ran alpha and beta side by side (the bound is 2); the reflection replaced gamma
     // with delta; step 2 ran delta; the second reflection completed.
@@ -155,23 +172,7 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         2,
         "researchers ran in parallel, two at most"
     );
-    let tasks: Vec<String> = llm
-        .requests()
-        .iter()
-        .filter(|r| {
-            system(&r.body).starts_with("You are a researcher")
-                && r.body["messages"].as_array().unwrap().len() == 2
-        })
-        .map(|r| {
-            last(&r.body)["content"]
-                .as_str()
-                .unwrap()
-                .rsplit("Your task: ")
-                .next()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
+    let tasks = tasks_started(&llm);
     let mut sorted = tasks.clone();
     sorted.sort();
     assert_eq!(sorted, ["alpha", "beta", "delta"]);
@@ -265,18 +266,9 @@ async fn near_the_token_budget_research_stops_and_the_report_says_so() {
         )
         .await
         .unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), research.engine.drive_run(&run.id))
-        .await
-        .unwrap()
-        .unwrap();
+    let status = drive(&research, &run.id).await;
     assert_eq!(status, RunStatus::Completed);
-    let researched: Vec<String> = llm
-        .requests()
-        .iter()
-        .filter(|r| system(&r.body).starts_with("You are a researcher"))
-        .filter(|r| r.body["messages"].as_array().unwrap().len() == 2)
-        .map(|r| last(&r.body)["content"].as_str().unwrap().to_string())
-        .collect();
+    let researched = tasks_started(&llm);
     assert_eq!(
         researched.len(),
         2,
@@ -328,10 +320,7 @@ async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
         )
         .await
         .unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), research.engine.drive_run(&run.id))
-        .await
-        .unwrap()
-        .unwrap();
+    let status = drive(&research, &run.id).await;
     assert_eq!(status, RunStatus::Failed);
     let error = store
         .get_run(&run.id)
@@ -361,10 +350,7 @@ async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
         .start("How does ownership work in Rust?", None)
         .await
         .unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), research.engine.drive_run(&run.id))
-        .await
-        .unwrap()
-        .unwrap();
+    let status = drive(&research, &run.id).await;
     assert_eq!(status, RunStatus::Waiting);
     assert_eq!(
         prose.requests().len(),
@@ -406,9 +392,7 @@ async fn near_the_deadline_research_stops_and_the_report_says_so() {
     // end), the first step ends past the wrap-up time and the second step never starts.
     let slow = Server::start(|body: &serde_json::Value, i| {
         let reply = scripted_agent()(body, i);
-        if system(body).starts_with("You are a researcher")
-            && body["messages"].as_array().unwrap().len() == 2
-        {
+        if is_first_research_turn(body) {
             fathom_llm::scripted::Reply::Delayed(7500, Box::new(reply))
         } else {
             reply
@@ -424,10 +408,7 @@ async fn near_the_deadline_research_stops_and_the_report_says_so() {
         )
         .await
         .unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), research.engine.drive_run(&run.id))
-        .await
-        .unwrap()
-        .unwrap();
+    let status = drive(&research, &run.id).await;
     assert_eq!(status, RunStatus::Completed);
     let report = store
         .get_run(&run.id)
@@ -445,13 +426,7 @@ async fn near_the_deadline_research_stops_and_the_report_says_so() {
         "{report}"
     );
     assert!(report.contains("42 units in 2024. [1]"), "{report}");
-    let started: Vec<String> = slow
-        .requests()
-        .iter()
-        .filter(|r| system(&r.body).starts_with("You are a researcher"))
-        .filter(|r| r.body["messages"].as_array().unwrap().len() == 2)
-        .map(|r| last(&r.body)["content"].as_str().unwrap().to_string())
-        .collect();
+    let started = tasks_started(&slow);
     assert_eq!(started.len(), 3, "one step only: {started:?}");
 }
 

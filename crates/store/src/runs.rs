@@ -77,6 +77,27 @@ const INSERT_CHUNK: usize = 200;
 
 /// Inserts `rows` into `into` (`"table (col, ...)"`), `INSERT_CHUNK` rows per statement;
 /// `tuple` binds row `i`'s values and returns its placeholder tuple.
+/// The journaled result of a call, if any.
+async fn journal_result<'e>(
+    db: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    run_id: &str,
+    scope: i64,
+    key: &str,
+) -> StoreResult<Option<Value>> {
+    let row = sqlx::query(
+        "SELECT result FROM call_journal WHERE run_id = $1 AND scope = $2 AND key = $3",
+    )
+    .bind(run_id)
+    .bind(scope)
+    .bind(key)
+    .fetch_optional(db)
+    .await
+    .map_err(db_err)?;
+    let Some(row) = row else { return Ok(None) };
+    let text: String = row.try_get(0).map_err(db_err)?;
+    Ok(Some(serde_json::from_str(&text).map_err(json_err)?))
+}
+
 /// Reserves `n` sequence numbers of the run's stream (fenced by the lease); returns the first.
 async fn reserve_seqs(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
@@ -577,18 +598,7 @@ impl RunStore for SqlStore {
     }
 
     async fn journal_get(&self, run_id: &str, scope: i64, key: &str) -> StoreResult<Option<Value>> {
-        let row = sqlx::query(
-            "SELECT result FROM call_journal WHERE run_id = $1 AND scope = $2 AND key = $3",
-        )
-        .bind(run_id)
-        .bind(scope)
-        .bind(key)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_err)?;
-        let Some(row) = row else { return Ok(None) };
-        let text: String = row.try_get(0).map_err(db_err)?;
-        Ok(Some(serde_json::from_str(&text).map_err(json_err)?))
+        journal_result(&self.pool, run_id, scope, key).await
     }
 
     async fn journal_put(
@@ -620,19 +630,12 @@ impl RunStore for SqlStore {
             == 1;
         if !inserted {
             // Someone stored this call first: its events are already in the stream.
-            let row = sqlx::query(
-                "SELECT result FROM call_journal WHERE run_id = $1 AND scope = $2 AND key = $3",
-            )
-            .bind(&lease.run_id)
-            .bind(scope)
-            .bind(key)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_err)?;
-            let text: String = row.try_get(0).map_err(db_err)?;
+            let kept = journal_result(&mut *tx, &lease.run_id, scope, key)
+                .await?
+                .ok_or_else(|| StoreError::Backend(format!("journal entry {key} vanished")))?;
             // Dropping the transaction rolls the reservation back.
             drop(tx);
-            return Ok((serde_json::from_str(&text).map_err(json_err)?, None));
+            return Ok((kept, None));
         }
         let last =
             insert_events(&mut tx, self.dialect, &lease.run_id, first_seq, stream, now).await?;

@@ -18,7 +18,7 @@ use crate::events::{AgentInput, ChatMessage, ParsedRef};
 use crate::planner::Plan;
 use crate::settings::Settings;
 use crate::tools::Invocation;
-use crate::workflow::{C, ResearchDeps, fetch_raw, parse_raw};
+use crate::workflow::{C, ResearchDeps, fetch_raw, parse_bytes};
 
 /// A fact a researcher found, with the URL it was read at.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -106,7 +106,7 @@ fn tools() -> Vec<ToolSpec> {
 }
 
 fn over_budget(ctx: &C, settings: &Settings) -> Option<String> {
-    let used = ctx.state().tokens_used;
+    let used = ctx.read_state(|s| s.tokens_used);
     let limit = (settings.token_budget as f64 * BUDGET_SHARE) as u64;
     (used >= limit).then(|| {
         format!(
@@ -350,8 +350,12 @@ async fn run_tool(
                 .call(
                     ctx,
                     || async move {
-                        let raw = fetch_raw(fetcher.as_ref(), artifacts.as_ref(), &url).await?;
-                        let (summary, doc) = parse_raw(&parser, artifacts.as_ref(), &raw).await?;
+                        // Fetched and parsed in one call: the bytes in hand are parsed,
+                        // not read back from storage.
+                        let (raw, bytes) =
+                            fetch_raw(fetcher.as_ref(), artifacts.as_ref(), &url).await?;
+                        let (summary, doc) =
+                            parse_bytes(&parser, artifacts.as_ref(), &raw, bytes).await?;
                         Ok(ReadDoc {
                             url: raw.url,
                             title: summary.title,
