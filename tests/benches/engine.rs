@@ -179,12 +179,12 @@ async fn main() {
         "engine bench: six-step no-op workflow with one external-event wait, {runs} runs per row"
     );
     for concurrency in [1, 8] {
-        let db = fathom_store::testing::fresh(Dialect::Sqlite).await;
+        let db = fathom_testkit::db::fresh(Dialect::Sqlite).await;
         bench(db.store.clone(), "sqlite", runs, concurrency).await;
     }
     if std::env::var("DATABASE_URL").is_ok() {
         for concurrency in [1, 8] {
-            let db = fathom_store::testing::fresh(Dialect::Postgres).await;
+            let db = fathom_testkit::db::fresh(Dialect::Postgres).await;
             bench(db.store.clone(), "postgres", runs, concurrency).await;
         }
     } else {

@@ -106,9 +106,10 @@ async fn effect(
             .bind(&run_id)
             .bind(&call_key)
             .fetch_one(&pool)
-            .await?;
+            .await
+            .map_err(|e| e.to_string())?;
             tokio::time::sleep(Duration::from_millis(4)).await;
-            Ok::<_, sqlx::Error>(Effect { exec_id, value })
+            Ok::<_, String>(Effect { exec_id, value })
         })
         .await?;
     Ok(out.value)

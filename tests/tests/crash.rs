@@ -11,7 +11,7 @@ use fathom_e2e::*;
 use fathom_engine::store::{RunFilter, RunStatus, RunStore};
 use fathom_engine::{Engine, EngineConfig, StartOptions};
 use fathom_store::Dialect;
-use fathom_store::testing::fresh_url;
+use fathom_testkit::db::fresh_url;
 use serde_json::json;
 use sqlx::Row;
 

@@ -12,7 +12,7 @@ use fathom_engine::{
     StepOptions, Workflow, impl_event,
 };
 use fathom_store::Dialect;
-use fathom_store::testing::{TestDb, fresh};
+use fathom_testkit::db::{TestDb, fresh};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fathom_fetch::{FetchConfig, SafeFetcher};
-use fathom_research::parse::{ContentParser, DocKind, decode_text, parse_content};
-use fathom_research::pdf::{PdfLimits, PdfSandbox, extract};
-use fathom_research::testing::sample_pdf;
+use fathom_parse::pdf::{PdfLimits, PdfSandbox, extract};
+use fathom_parse::{ContentParser, DocKind, decode_text, parse_content};
+use fathom_testkit::fixtures::sample_pdf;
 
 /// The book's chapter pages (the all-in-one print page left out), largest first.
 fn pages(dir: &Path) -> Vec<(String, Vec<u8>)> {

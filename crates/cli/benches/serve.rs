@@ -342,7 +342,7 @@ async fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = tmp.path().join("corpus");
     std::fs::create_dir_all(&corpus).unwrap();
-    fathom_research::testing::write_sample_corpus(&corpus);
+    fathom_testkit::fixtures::write_sample_corpus(&corpus);
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fathom"));
     cmd.current_dir(tmp.path())

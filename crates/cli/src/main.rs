@@ -1,17 +1,17 @@
 //! `fathom`: the command-line tool.
 
-mod eval;
-mod fetch;
-mod pdf_worker;
-mod research;
-mod serve;
+mod app;
+mod commands;
+mod config;
+mod progress;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use fathom_engine::store::{RunFilter, RunStatus, RunStore, format_timestamp_ms};
-use fathom_store::SqlStore;
+use commands::{eval, fetch, index, pdf_worker, research, serve, sessions};
+use fathom_data::format_timestamp_ms;
+use fathom_engine::store::{RunFilter, RunStatus, RunStore};
 
 #[derive(Parser)]
 #[command(
@@ -20,14 +20,10 @@ use fathom_store::SqlStore;
     about = "Durable workflows with an approval gate; deep research over a local corpus"
 )]
 struct Cli {
-    /// SQLite file path or postgres:// URL.
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = ".fathom/fathom.db",
-        global = true
-    )]
-    database_url: String,
+    /// SQLite file path or `sqlite:` URL, or a postgres:// URL (default:
+    /// `storage.database_url` in the config, else .fathom/fathom.db).
+    #[arg(long, env = "DATABASE_URL", global = true)]
+    database_url: Option<String>,
     /// Config file (default: configs/config.json if present, else the built-in one).
     #[arg(long, env = "FATHOM_CONFIG", global = true)]
     config: Option<PathBuf>,
@@ -145,29 +141,26 @@ fn peak_rss_kib() -> Option<u64> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let ctx = research::Context {
-        database_url: cli.database_url.clone(),
-        config: cli.config.clone(),
-        index_dir: cli.index_dir.clone(),
-    };
+    // Loaded and checked once, for every command.
+    let app = app::App::load(cli.database_url, cli.config.as_deref(), cli.index_dir)?;
     match cli.command {
-        Command::Research(args) => return research::research(&ctx, args).await,
-        Command::Serve(args) => return serve::serve(&ctx, args).await,
-        Command::Fetch(args) => return fetch::fetch(&ctx, args).await,
-        Command::Eval(args) => return eval::eval(&ctx, args).await,
-        Command::Resume(args) => return research::resume(&ctx, args).await,
+        Command::Research(args) => return research::research(&app, args).await,
+        Command::Serve(args) => return serve::serve(&app, args).await,
+        Command::Fetch(args) => return fetch::fetch(&app, args).await,
+        Command::Eval(args) => return eval::eval(&app, args).await,
+        Command::Resume(args) => return research::resume(&app, args).await,
         Command::Sessions { command } => match command {
-            SessionsCommand::List { limit } => research::sessions_list(&ctx, limit).await?,
-            SessionsCommand::Show { id } => research::sessions_show(&ctx, &id).await?,
+            SessionsCommand::List { limit } => sessions::list(&app, limit).await?,
+            SessionsCommand::Show { id } => sessions::show(&app, &id).await?,
         },
-        Command::Index { dir } => research::index(&ctx, &dir).await?,
+        Command::Index { dir } => index::index(&app, &dir).await?,
         Command::PdfWorker(_) => unreachable!("handled before the runtime starts"),
         Command::Migrate => {
-            let store = SqlStore::connect(&cli.database_url).await?;
+            let store = app.connect().await?;
             println!("database ready ({:?})", store.dialect());
         }
         Command::Runs { status, limit } => {
-            let store = SqlStore::connect(&cli.database_url).await?;
+            let store = app.connect().await?;
             let statuses = status
                 .iter()
                 .map(|s| RunStatus::parse(s).ok_or_else(|| anyhow::anyhow!("unknown status '{s}'")))

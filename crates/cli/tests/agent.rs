@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::Ordering;
 
-use fathom_llm::scripted::Server;
-use fathom_research::testing::{SearchAndPages, scripted_agent, write_sample_corpus};
+use fathom_testkit::agent::scripted_agent;
+use fathom_testkit::fixtures::write_sample_corpus;
+use fathom_testkit::llm::Server;
+use fathom_testkit::web::SearchAndPages;
 
 struct Setup {
     _tmp: tempfile::TempDir,
@@ -64,8 +66,7 @@ fn ok(out: Output) -> String {
 }
 
 fn config(dir: &Path, search_origin: &str) -> PathBuf {
-    let mut json: serde_json::Value =
-        serde_json::from_str(fathom_research::settings::EMBEDDED_CONFIG).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(fathom_testkit::CONFIG_JSON).unwrap();
     json["search"]["provider"] = "searxng".into();
     json["search"]["base_url"] = format!("http://{search_origin}").into();
     json["fetch"]["allow_private_networks"] = true.into();
@@ -227,9 +228,7 @@ async fn eval_measures_citations_offline_and_with_the_agent() {
     let calls = llm.requests().len() as u64;
     assert_eq!(
         all["tokens"].as_u64(),
-        Some(
-            calls * (fathom_llm::scripted::PROMPT_TOKENS + fathom_llm::scripted::COMPLETION_TOKENS)
-        )
+        Some(calls * (fathom_testkit::llm::PROMPT_TOKENS + fathom_testkit::llm::COMPLETION_TOKENS))
     );
     for row in agent["questions"].as_array().unwrap() {
         assert_eq!(row["sources_cited"], 2, "{row}");

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use axum::Router;
 use axum::http::header;
 use axum::routing::get;
-use fathom_research::testing::{PageContent, pdf_document, sample_pdf};
+use fathom_testkit::fixtures::{PageContent, pdf_document, sample_pdf};
 
 /// Time and memory limits small enough for the hostile files to hit them.
 const TIMEOUT_S: u64 = 1;
@@ -60,8 +60,7 @@ fn panicking_pdf() -> Vec<u8> {
 }
 
 fn config_with_limits(dir: &Path) -> std::path::PathBuf {
-    let mut json: serde_json::Value =
-        serde_json::from_str(fathom_research::settings::EMBEDDED_CONFIG).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(fathom_testkit::CONFIG_JSON).unwrap();
     json["parse"]["pdf_timeout_seconds"] = TIMEOUT_S.into();
     json["parse"]["pdf_memory_mib"] = MEMORY_MIB.into();
     let path = dir.join("config.json");

@@ -24,8 +24,8 @@ async fn env(dialect: Dialect) -> (Env, Option<tempfile::TempDir>) {
     let corpus = tmp.path().join("corpus");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&corpus).unwrap();
-    fathom_research::testing::write_sample_corpus(&corpus);
-    let (db, keep) = fathom_store::testing::fresh_url(dialect).await;
+    fathom_testkit::fixtures::write_sample_corpus(&corpus);
+    let (db, keep) = fathom_testkit::db::fresh_url(dialect).await;
     (
         Env {
             _tmp: tmp,

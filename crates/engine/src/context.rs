@@ -194,7 +194,7 @@ impl<S: Serialize + Clone> Ctx<S> {
     pub async fn run<T, E, F, Fut>(&self, key: &str, f: F) -> Result<T, StepError>
     where
         T: Serialize + DeserializeOwned,
-        E: std::fmt::Display,
+        E: Into<StepError>,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -219,7 +219,7 @@ impl<S: Serialize + Clone> Ctx<S> {
     ) -> Result<T, StepError>
     where
         T: Serialize + DeserializeOwned,
-        E: std::fmt::Display,
+        E: Into<StepError>,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -242,7 +242,7 @@ impl<S: Serialize + Clone> Ctx<S> {
     ) -> Result<T, StepError>
     where
         T: Serialize + DeserializeOwned,
-        E: std::fmt::Display,
+        E: Into<StepError>,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -259,7 +259,7 @@ impl<S: Serialize + Clone> Ctx<S> {
     ) -> Result<T, StepError>
     where
         T: Serialize + DeserializeOwned,
-        E: std::fmt::Display,
+        E: Into<StepError>,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -310,7 +310,7 @@ impl<S: Serialize + Clone> Ctx<S> {
     ) -> Result<Journaled<T>, StepError>
     where
         T: Serialize + DeserializeOwned,
-        E: std::fmt::Display,
+        E: Into<StepError>,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -319,11 +319,11 @@ impl<S: Serialize + Clone> Ctx<S> {
             return serde_json::from_value(v)
                 .map(Journaled::Found)
                 .map_err(|e| {
-                    StepError::Failed(format!("journaled result of '{key}' no longer fits: {e}"))
+                    StepError::Permanent(format!("journaled result of '{key}' no longer fits: {e}"))
                 });
         }
         events.extend(before);
-        let failed = |e: E| StepError::Failed(format!("{key}: {e}"));
+        let failed = |e: E| e.into().about(key);
         let Some(tick) = tick else {
             return f().await.map(Journaled::Fresh).map_err(failed);
         };
@@ -366,7 +366,7 @@ impl<S: Serialize + Clone> Ctx<S> {
         match view.message {
             Some((id, payload)) => {
                 let event: E = serde_json::from_value(payload).map_err(|e| {
-                    StepError::Failed(format!("undecodable {} in mailbox: {e}", E::TYPE))
+                    StepError::Permanent(format!("undecodable {} in mailbox: {e}", E::TYPE))
                 })?;
                 self.lock().effects.mailbox_consumed.push(id);
                 Ok(event)

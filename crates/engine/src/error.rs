@@ -3,9 +3,14 @@ use crate::store::StoreError;
 /// How a step ends other than by success.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
-    /// The step failed; the run retries it under the step's retry policy.
+    /// The step failed for a passing reason (a timeout, a service down); the run retries it
+    /// under the step's retry policy.
     #[error("{0}")]
     Failed(String),
+    /// The step failed for a reason no retry will change (a refused API key, an unknown
+    /// model, invalid settings, a bug): the run fails at once.
+    #[error("{0}")]
+    Permanent(String),
     /// The step waits for an external event that has not arrived. Not a failure: the run is
     /// parked, and the step runs again when the event arrives.
     #[error("waiting for {event_type}")]
@@ -18,12 +23,32 @@ pub enum StepError {
     LeaseLost,
     /// Storage failed while the step ran; the attempt is retried.
     #[error("storage: {0}")]
-    Store(String),
+    Store(#[source] StoreError),
 }
 
 impl StepError {
+    /// A failure worth retrying.
     pub fn failed(msg: impl std::fmt::Display) -> Self {
         StepError::Failed(msg.to_string())
+    }
+
+    /// A failure no retry will change.
+    pub fn permanent(msg: impl std::fmt::Display) -> Self {
+        StepError::Permanent(msg.to_string())
+    }
+
+    /// The same failure, its message prefixed with what failed (a journaled call's key).
+    pub fn about(self, what: &str) -> Self {
+        match self {
+            StepError::Failed(m) => StepError::Failed(format!("{what}: {m}")),
+            StepError::Permanent(m) => StepError::Permanent(format!("{what}: {m}")),
+            other => other,
+        }
+    }
+
+    /// Whether running the step again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StepError::Failed(_) | StepError::Store(_))
     }
 }
 
@@ -31,14 +56,28 @@ impl From<StoreError> for StepError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::LeaseLost(_) => StepError::LeaseLost,
-            other => StepError::Store(other.to_string()),
+            other => StepError::Store(other),
         }
     }
 }
 
+/// A journaled call that fails with a message: worth retrying.
+impl From<String> for StepError {
+    fn from(msg: String) -> Self {
+        StepError::Failed(msg)
+    }
+}
+
+impl From<std::convert::Infallible> for StepError {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
+}
+
+/// A value that does not (de)serialize is a bug in the workflow, not a passing failure.
 impl From<serde_json::Error> for StepError {
     fn from(e: serde_json::Error) -> Self {
-        StepError::Failed(format!("serialization: {e}"))
+        StepError::Permanent(format!("serialization: {e}"))
     }
 }
 
@@ -61,4 +100,11 @@ pub enum EngineError {
     RunTerminal(&'static str),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl EngineError {
+    /// Whether the caller's input was at fault (unknown names, bad events), not the system.
+    pub fn is_client_error(&self) -> bool {
+        !matches!(self, EngineError::Store(StoreError::Backend(_)))
+    }
 }

@@ -483,9 +483,11 @@ impl Engine {
                     SuspendOutcome::MailArrived => continue,
                 },
                 Err(StepError::LeaseLost) => return Ok(false),
-                Err(err @ (StepError::Failed(_) | StepError::Store(_))) => {
+                Err(
+                    err @ (StepError::Failed(_) | StepError::Store(_) | StepError::Permanent(_)),
+                ) => {
                     let msg = err.to_string();
-                    if attempt < retry.max_attempts {
+                    if err.is_retryable() && attempt < retry.max_attempts {
                         warn!(run = %run.id, step, attempt, error = %msg, "step failed; retrying");
                         self.store
                             .record_attempt_failure(lease, pending.id, &msg)

@@ -46,8 +46,6 @@
 //! 7. **Time is bounded.** Each step has a timeout and a retry policy; each run may have a
 //!    wall-clock deadline, after which it ends with a `WorkflowTimedOutEvent`. Steps see the
 //!    time left through [`Ctx::remaining`] and can wrap up before it.
-//! 8. **Snapshots are idempotent.** [`store::CollectionStore::replace_where`] deletes the items
-//!    matching a filter and inserts their replacement in one transaction.
 //!
 //! Stream events are committed with their step, so a client sees a step's events when the
 //! step commits, never events of a step that is later run again.
@@ -56,6 +54,7 @@ mod context;
 mod error;
 mod event;
 mod executor;
+mod follow;
 pub mod store;
 mod workflow;
 
@@ -66,9 +65,10 @@ pub use event::{
     WorkflowTimedOutEvent,
 };
 pub use executor::{Engine, EngineConfig, RunNotice, StartOptions};
+pub use follow::Follower;
 pub use workflow::{
-    BoxFuture, ErasedWorkflow, EventInfo, EventRole, RetryPolicy, StepOptions, Workflow,
-    WorkflowState,
+    BoxFuture, Either, Emits, ErasedWorkflow, EventInfo, EventRole, RetryPolicy, StepOptions, Stop,
+    Workflow, WorkflowState,
 };
 
 /// A new 10-character id from the URL-safe alphabet, like the handler ids of the Python

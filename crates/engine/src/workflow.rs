@@ -120,6 +120,67 @@ fn validator<E: Event>(
     })
 }
 
+/// What a step returns: the events it hands on. A step's return type is its outgoing edges in
+/// the published graph, so what a step may emit is declared once, by its signature.
+pub trait Emits: Send + 'static {
+    /// The event types a step returning this may emit, with their role.
+    fn declared() -> Vec<EventInfo>;
+    /// Sends (or, for [`Stop`], ends the run with) what the step returned.
+    fn emit<S: WorkflowState>(self, ctx: &Ctx<S>) -> Result<(), StepError>;
+}
+
+/// A step that sends nothing by its return value (it may still call [`Ctx::send`]).
+impl Emits for () {
+    fn declared() -> Vec<EventInfo> {
+        Vec::new()
+    }
+    fn emit<S: WorkflowState>(self, _: &Ctx<S>) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
+/// A step returning an event sends it to the step that accepts its type.
+impl<E: Event> Emits for E {
+    fn declared() -> Vec<EventInfo> {
+        vec![event_info::<E>(EventRole::Internal)]
+    }
+    fn emit<S: WorkflowState>(self, ctx: &Ctx<S>) -> Result<(), StepError> {
+        ctx.send(self)
+    }
+}
+
+/// One of two outcomes, for a step with two ways on (approve or re-plan).
+pub enum Either<A, B> {
+    Left(A),
+    Right(B),
+}
+
+impl<A: Emits, B: Emits> Emits for Either<A, B> {
+    fn declared() -> Vec<EventInfo> {
+        let mut v = A::declared();
+        v.extend(B::declared());
+        v
+    }
+    fn emit<S: WorkflowState>(self, ctx: &Ctx<S>) -> Result<(), StepError> {
+        match self {
+            Either::Left(a) => a.emit(ctx),
+            Either::Right(b) => b.emit(ctx),
+        }
+    }
+}
+
+/// Ends the run with this result, streamed last; declares it as the workflow's stop event.
+pub struct Stop<E: Event>(pub E);
+
+impl<E: Event> Emits for Stop<E> {
+    fn declared() -> Vec<EventInfo> {
+        vec![event_info::<E>(EventRole::Stop)]
+    }
+    fn emit<S: WorkflowState>(self, ctx: &Ctx<S>) -> Result<(), StepError> {
+        ctx.stop(&self.0)
+    }
+}
+
 type Handler<S> = Arc<dyn Fn(Ctx<S>, Value) -> BoxFuture<Result<(), StepError>> + Send + Sync>;
 
 pub struct StepDef<S> {
@@ -213,28 +274,25 @@ impl<S: WorkflowState> Workflow<S> {
         self
     }
 
-    /// Declares that `step` emits events of type `E` (an edge of the published graph).
-    pub fn emits<E: Event>(mut self, step: &'static str) -> Self {
-        self.emits.push((step, E::TYPE));
-        self
-    }
-
-    /// Adds a step run for every event of type `E`. Panics if another step accepts `E`:
+    /// Adds a step run for every event of type `E`; what it returns ([`Emits`]) is sent on,
+    /// and is its outgoing edges in the published graph. Panics if another step accepts `E`:
     /// that is a bug in the workflow definition, found when it is built.
-    pub fn step<E, F, Fut>(self, name: &'static str, f: F) -> Self
+    pub fn step<E, O, F, Fut>(self, name: &'static str, f: F) -> Self
     where
         E: Event,
+        O: Emits,
         F: Fn(Ctx<S>, E) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), StepError>> + Send + 'static,
+        Fut: Future<Output = Result<O, StepError>> + Send + 'static,
     {
         self.step_with(name, StepOptions::default(), f)
     }
 
-    pub fn step_with<E, F, Fut>(mut self, name: &'static str, opts: StepOptions, f: F) -> Self
+    pub fn step_with<E, O, F, Fut>(mut self, name: &'static str, opts: StepOptions, f: F) -> Self
     where
         E: Event,
+        O: Emits,
         F: Fn(Ctx<S>, E) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), StepError>> + Send + 'static,
+        Fut: Future<Output = Result<O, StepError>> + Send + 'static,
     {
         assert!(
             !self.by_event.contains_key(E::TYPE),
@@ -247,10 +305,16 @@ impl<S: WorkflowState> Workflow<S> {
             let f = f.clone();
             Box::pin(async move {
                 let event: E = serde_json::from_value(payload)
-                    .map_err(|e| StepError::Failed(format!("bad {} payload: {e}", E::TYPE)))?;
-                f(ctx, event).await
+                    .map_err(|e| StepError::permanent(format!("bad {} payload: {e}", E::TYPE)))?;
+                f(ctx.clone(), event).await?.emit(&ctx)
             })
         });
+        for info in O::declared() {
+            self.emits.push((name, info.event_type));
+            if info.role == EventRole::Stop {
+                self.declare(info);
+            }
+        }
         self.by_event.insert(E::TYPE, self.steps.len());
         if E::TYPE != self.start_type {
             self.declare(event_info::<E>(EventRole::Internal));

@@ -8,8 +8,6 @@
 
 mod json;
 mod openai;
-#[cfg(feature = "scripted")]
-pub mod scripted;
 mod types;
 
 pub use json::{parse_loose_json, strict_schema};

@@ -5,11 +5,11 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fathom_llm::scripted::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply, Server, chunk, done};
 use fathom_llm::{
     ChatModel, ChatRequest, LlmError, Message, ModelConfig, OpenAiChat, ResponseFormat,
     StreamDelta, ToolSpec,
 };
+use fathom_testkit::llm::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply, Server, chunk, done};
 use serde_json::{Value, json};
 
 fn client(base: &str) -> OpenAiChat {

@@ -5,9 +5,9 @@ use fathom_engine::impl_event;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::corpus::SearchHit;
 use crate::planner::Plan;
 use crate::report::Source;
+use fathom_corpus::SearchHit;
 
 // ---- Sent by clients ----
 

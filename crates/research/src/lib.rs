@@ -1,35 +1,37 @@
 //! # fathom-research: deep research behind an approval gate
 //!
-//! The `deep-research` workflow plans (offline, deterministic), waits at the gate for an
-//! [`ApproveEvent`], then searches, reads and writes a cited report, streaming its tool calls
-//! and report changes as llama-compatible agent events. Offline it runs over a local
-//! [`Corpus`]; the tools are traits so web search and fetching plug in the same way.
-//! `research-metadata` tells a frontend the settings schema and where sessions are saved.
+//! The `deep-research` workflow plans, waits at the gate for an [`ApproveEvent`], then
+//! searches, reads and writes a cited report, streaming its tool calls and report changes as
+//! llama-compatible agent events. Offline it plans with rules and writes extractively over a
+//! local corpus; with a model, an agent plans, researches and writes. `research-metadata`
+//! tells a frontend the settings schema and where sessions are saved.
+//!
+//! - [`workflow`]: the steps and how they connect; [`state`]: the run state and session record.
+//! - [`tools`]: `web_search`, `fetch_url`, `parse_content` and how a step calls them (journaled).
+//! - [`agent`]: the planner, researchers, reflection and writer with a model.
+//! - [`planner`], [`writer`]: the offline planner and extractive writer; [`report`]: the report
+//!   and its citations; [`eval`]: citation checks.
+//! - [`service`]: what the CLI and the server do with runs; [`sessions`]: saved sessions.
 
 pub mod agent;
-pub mod corpus;
-pub mod docx;
 pub mod eval;
 pub mod events;
-pub mod parse;
-pub mod pdf;
 pub mod planner;
 pub mod report;
-mod service;
+pub mod service;
+pub mod sessions;
 pub mod settings;
-pub mod testing;
-pub mod text;
+pub mod state;
 pub mod tools;
-pub mod web;
 pub mod workflow;
 pub mod writer;
 
-pub use corpus::{Corpus, CorpusError, RefreshReport, SearchHit};
 pub use events::{ApproveEvent, ResearchResult, ResearchStart};
 pub use planner::Plan;
-pub use service::{Research, ResearchError, Sessions, check_decision, check_start};
+pub use service::{Research, ResearchError, check_decision, check_start};
+pub use sessions::Sessions;
 pub use settings::{ResearchConfig, Settings, SettingsError};
+pub use state::{ResearchState, SessionStatus};
 pub use workflow::{
-    DEEP_RESEARCH, RESEARCH_METADATA, ResearchDeps, ResearchState, SessionStatus, deep_research,
-    research_metadata,
+    DEEP_RESEARCH, RESEARCH_METADATA, ResearchDeps, deep_research, research_metadata,
 };

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::text::{is_stopword, words};
+use fathom_parse::text::{is_stopword, words};
 
 /// A research plan, as proposed by `decompose_query` and approved (or edited) at the gate.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -151,12 +151,18 @@ impl Report {
     }
 
     pub fn render(&self) -> String {
-        let mut md = format!("# {}\n", crate::text::escape_inline(&self.title));
+        let mut md = format!("# {}\n", fathom_parse::text::escape_inline(&self.title));
         if let Some(notice) = &self.notice {
-            md.push_str(&format!("\n_{}_\n", crate::text::escape_inline(notice)));
+            md.push_str(&format!(
+                "\n_{}_\n",
+                fathom_parse::text::escape_inline(notice)
+            ));
         }
         for s in &self.sections {
-            md.push_str(&format!("\n## {}\n", crate::text::escape_inline(&s.title)));
+            md.push_str(&format!(
+                "\n## {}\n",
+                fathom_parse::text::escape_inline(&s.title)
+            ));
             for p in &s.paragraphs {
                 md.push_str(&format!("\n{p}\n"));
             }
@@ -167,8 +173,8 @@ impl Report {
                 md.push_str(&format!(
                     "{}. {} — {}\n",
                     s.n,
-                    crate::text::escape_inline(&s.title),
-                    crate::text::code_span(&s.url)
+                    fathom_parse::text::escape_inline(&s.title),
+                    fathom_parse::text::code_span(&s.url)
                 ));
             }
         }

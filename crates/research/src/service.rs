@@ -3,14 +3,13 @@
 
 use std::sync::Arc;
 
-use fathom_engine::store::{
-    CollectionScope, CollectionStore, DeliverOutcome, Filter, OrderBy, RunRecord, RunStore,
-    SearchQuery, StoreError,
-};
+use fathom_data::DataError;
+use fathom_engine::store::{DeliverOutcome, RunRecord, RunStore, StoreError};
 use fathom_engine::{Engine, EngineConfig, EngineError, StartOptions};
 use serde_json::Value;
 
 use crate::events::{ApproveEvent, ResearchStart};
+use crate::sessions::Sessions;
 use crate::settings::{ResearchConfig, SettingsError};
 use crate::workflow::{DEEP_RESEARCH, ResearchDeps, deep_research, research_metadata};
 
@@ -32,6 +31,8 @@ pub enum ResearchError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Data(#[from] DataError),
 }
 
 /// Research runs on an engine with both research workflows registered.
@@ -113,81 +114,6 @@ pub fn check_start(
     }
     config.settings(settings.as_ref())?;
     Ok(ResearchStart { query: q, settings })
-}
-
-/// Saved research sessions, as written by the workflow to the research collection.
-pub struct Sessions {
-    store: Arc<dyn CollectionStore>,
-    scope: CollectionScope,
-}
-
-impl Sessions {
-    /// The research collection named in `config`.
-    pub fn new(store: Arc<dyn CollectionStore>, config: &ResearchConfig) -> Sessions {
-        let scope = CollectionScope {
-            deployment_name: config.deployment_name.clone(),
-            collection: config.research_collection.clone(),
-        };
-        Sessions::in_scope(store, scope)
-    }
-
-    /// Records keyed by `research_id` in any collection (the CLI keeps its own there).
-    pub fn in_scope(store: Arc<dyn CollectionStore>, scope: CollectionScope) -> Sessions {
-        Sessions { store, scope }
-    }
-
-    /// Replaces the record of research `id`: delete plus insert, in one transaction.
-    pub async fn put(&self, id: &str, record: Value) -> Result<(), StoreError> {
-        self.store
-            .replace_where(
-                &self.scope,
-                &Filter::data_eq("research_id", id),
-                vec![record],
-            )
-            .await?;
-        Ok(())
-    }
-
-    /// The saved session record of research `id`.
-    pub async fn get(&self, id: &str) -> Result<Value, ResearchError> {
-        self.find(id)
-            .await?
-            .ok_or_else(|| ResearchError::UnknownSession(id.to_string()))
-    }
-
-    /// The record of research `id`, if there is one.
-    pub async fn find(&self, id: &str) -> Result<Option<Value>, StoreError> {
-        let page = self
-            .store
-            .search(&SearchQuery {
-                scope: self.scope.clone(),
-                filter: Filter::data_eq("research_id", id),
-                order_by: Vec::new(),
-                offset: 0,
-                page_size: 1,
-                include_total: false,
-            })
-            .await?;
-        Ok(page.items.into_iter().next().map(|i| i.data))
-    }
-
-    /// Saved sessions, newest first.
-    pub async fn list(&self, limit: i64) -> Result<Vec<Value>, ResearchError> {
-        let order_by = OrderBy::parse_list("created_at desc")
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let page = self
-            .store
-            .search(&SearchQuery {
-                scope: self.scope.clone(),
-                filter: Filter::default(),
-                order_by,
-                offset: 0,
-                page_size: limit.clamp(1, 1000),
-                include_total: false,
-            })
-            .await?;
-        Ok(page.items.into_iter().map(|i| i.data).collect())
-    }
 }
 
 /// What is wrong with a decision, if anything: an edited plan must be runnable, and texts

@@ -9,15 +9,15 @@ use std::time::Duration;
 use fathom_engine::EngineConfig;
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_fetch::{FetchConfig, SafeFetcher};
-use fathom_llm::scripted::{COMPLETION_TOKENS, PROMPT_TOKENS, Server};
 use fathom_llm::{ModelConfig, OpenAiChat};
 use fathom_research::agent::Models;
-use fathom_research::testing::{
-    SearchAndPages, last_message as last, scripted_agent, system_prompt as system,
-};
-use fathom_research::web::{SearchApi, WebFetcher, WebSearch};
-use fathom_research::{ApproveEvent, Research, ResearchConfig, ResearchDeps};
-use fathom_store::{Dialect, testing};
+use fathom_research::tools::web::{SearchApi, WebFetcher, WebSearch};
+use fathom_research::{ApproveEvent, Research, ResearchDeps};
+use fathom_store::Dialect;
+use fathom_testkit::agent::{last_message as last, scripted_agent, system_prompt as system};
+use fathom_testkit::db as testing;
+use fathom_testkit::llm::{COMPLETION_TOKENS, PROMPT_TOKENS, Server};
+use fathom_testkit::web::SearchAndPages;
 use serde_json::json;
 
 fn models(base: &str) -> Models {
@@ -71,21 +71,23 @@ async fn service(
         ..Default::default()
     });
     let deps = ResearchDeps {
-        config: ResearchConfig::load(None).unwrap(),
-        search: Arc::new(
-            WebSearch::new(
-                SearchApi::Searxng {
-                    base_url: format!("http://{}", web.origin),
-                },
-                Duration::from_secs(5),
-            )
-            .unwrap(),
-        ),
-        fetcher: Arc::new(WebFetcher::new(fetcher, None)),
-        parser: fathom_research::parse::ContentParser::default(),
+        config: fathom_testkit::research_config(),
+        tools: fathom_research::tools::Tools {
+            search: Arc::new(
+                WebSearch::new(
+                    SearchApi::Searxng {
+                        base_url: format!("http://{}", web.origin),
+                    },
+                    Duration::from_secs(5),
+                )
+                .unwrap(),
+            ),
+            fetcher: Arc::new(WebFetcher::new(fetcher, None)),
+            parser: fathom_parse::ContentParser::default(),
+            artifacts: store.clone(),
+        },
         models: Some(models(&llm.base_url)),
         sessions: store.clone(),
-        artifacts: store.clone(),
     };
     let research = Research::new(store.clone(), EngineConfig::default(), deps);
     (research, store, db)
@@ -305,7 +307,7 @@ async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
     let web = SearchAndPages::start().await;
     // Every call refused: the run fails and says why; nothing is searched.
     let refused = Server::start(|_: &serde_json::Value, _| {
-        fathom_llm::scripted::Reply::Status(
+        fathom_testkit::llm::Reply::Status(
             401,
             vec![],
             json!({"error": {"message": "Incorrect API key provided"}}),
@@ -339,7 +341,7 @@ async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
     // plan's tool result says so.
     let prose = Server::start(|body: &serde_json::Value, _| {
         if system(body).starts_with("You are the planner") {
-            fathom_llm::scripted::Reply::text("I would search for a few things and then write.")
+            fathom_testkit::llm::Reply::text("I would search for a few things and then write.")
         } else {
             scripted_agent()(body, 0)
         }
@@ -393,7 +395,7 @@ async fn near_the_deadline_research_stops_and_the_report_says_so() {
     let slow = Server::start(|body: &serde_json::Value, i| {
         let reply = scripted_agent()(body, i);
         if is_first_research_turn(body) {
-            fathom_llm::scripted::Reply::Delayed(7500, Box::new(reply))
+            fathom_testkit::llm::Reply::Delayed(7500, Box::new(reply))
         } else {
             reply
         }
@@ -436,8 +438,8 @@ async fn model_text_reaches_the_stream_while_the_model_is_still_answering() {
     // The planner sends its first piece, then thinks for 1.5 s before the rest.
     let llm = Server::start(|body: &serde_json::Value, i| {
         if system(body).starts_with("You are the planner") {
-            use fathom_llm::scripted::{chunk, done, usage};
-            fathom_llm::scripted::Reply::Raw(vec![
+            use fathom_testkit::llm::{chunk, done, usage};
+            fathom_testkit::llm::Reply::Raw(vec![
                 chunk(json!({"content": "{\"clarifying_questions\": [], "}), None),
                 (
                     1500,

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
+use fathom_corpus::Corpus;
 use fathom_engine::store::RunStatus;
 use fathom_engine::{EngineConfig, StartOptions};
-use fathom_research::{Corpus, RESEARCH_METADATA, Research, ResearchConfig, ResearchDeps};
-use fathom_store::{Dialect, testing};
+use fathom_research::{RESEARCH_METADATA, Research, ResearchDeps};
+use fathom_store::Dialect;
+use fathom_testkit::db as testing;
 use serde_json::json;
 
 #[tokio::test]
@@ -20,15 +22,17 @@ async fn metadata_returns_the_collection_and_the_resolved_settings_schema() {
             .await
             .unwrap(),
     );
-    let config = ResearchConfig::load(None).unwrap();
+    let config = fathom_testkit::research_config();
     let deps = ResearchDeps {
-        parser: fathom_research::parse::ContentParser::default(),
-        models: None,
         config: config.clone(),
-        search: corpus.clone(),
-        fetcher: corpus,
+        tools: fathom_research::tools::Tools {
+            search: corpus.clone(),
+            fetcher: corpus,
+            parser: fathom_parse::ContentParser::default(),
+            artifacts: store.clone(),
+        },
+        models: None,
         sessions: store.clone(),
-        artifacts: store.clone(),
     };
     let research = Research::new(store, EngineConfig::default(), deps);
     let run = research

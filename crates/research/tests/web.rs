@@ -14,9 +14,10 @@ use fathom_engine::store::{RunStatus, RunStore};
 use fathom_engine::{EngineConfig, StartOptions};
 use fathom_fetch::{FetchConfig, SafeFetcher};
 use fathom_research::tools::SearchProvider;
-use fathom_research::web::{SearchApi, WebFetcher, WebSearch, canonical_url};
-use fathom_research::{DEEP_RESEARCH, Research, ResearchConfig, ResearchDeps};
-use fathom_store::{Dialect, testing};
+use fathom_research::tools::web::{SearchApi, WebFetcher, WebSearch, canonical_url};
+use fathom_research::{DEEP_RESEARCH, Research, ResearchDeps};
+use fathom_store::Dialect;
+use fathom_testkit::db as testing;
 use serde_json::{Value, json};
 
 const OWNERSHIP: &str = "Ownership is a set of rules that govern how a Rust program manages memory. Each value has exactly one owner at a time. When the owner goes out of scope, the value is dropped. Moving a value transfers ownership to another variable.";
@@ -229,15 +230,17 @@ async fn deep_research_over_the_web() {
         ..Default::default()
     });
     let deps = ResearchDeps {
-        parser: fathom_research::parse::ContentParser::default(),
+        config: fathom_testkit::research_config(),
+        tools: fathom_research::tools::Tools {
+            search: Arc::new(search(SearchApi::Searxng {
+                base_url: format!("http://{}/searxng", f.origin),
+            })),
+            fetcher: Arc::new(WebFetcher::new(fetcher, None)),
+            parser: fathom_parse::ContentParser::default(),
+            artifacts: store.clone(),
+        },
         models: None,
-        config: ResearchConfig::load(None).unwrap(),
-        search: Arc::new(search(SearchApi::Searxng {
-            base_url: format!("http://{}/searxng", f.origin),
-        })),
-        fetcher: Arc::new(WebFetcher::new(fetcher, None)),
         sessions: store.clone(),
-        artifacts: store.clone(),
     };
     let research = Research::new(store.clone(), EngineConfig::default(), deps);
     let start = json!({"query": "How does ownership work in Rust?",
@@ -324,7 +327,7 @@ async fn deep_research_over_the_web() {
             .all(|s| s["url"].as_str().unwrap().starts_with("http://127.0.0.1"))
     );
     // The saved session: each read source keeps its raw artifact and what a citation shows.
-    let config = ResearchConfig::load(None).unwrap();
+    let config = fathom_testkit::research_config();
     let session = fathom_research::Sessions::new(store.clone(), &config)
         .get(value["research_id"].as_str().unwrap())
         .await

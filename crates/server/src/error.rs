@@ -5,8 +5,9 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use fathom_data::{DataError, FilterError};
 use fathom_engine::EngineError;
-use fathom_engine::store::{FilterError, StoreError};
+use fathom_engine::store::StoreError;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +71,17 @@ impl From<StoreError> for ApiError {
             StoreError::Invalid(why) => ApiError::bad_request(why),
             StoreError::LeaseLost(_) => ApiError::conflict("the run changed hands; try again"),
             StoreError::Backend(why) => ApiError::internal(why),
+        }
+    }
+}
+
+impl From<DataError> for ApiError {
+    fn from(e: DataError) -> Self {
+        match e {
+            DataError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
+            DataError::Conflict(why) => ApiError::conflict(why),
+            DataError::Invalid(why) => ApiError::bad_request(why),
+            DataError::Backend(why) => ApiError::internal(why),
         }
     }
 }

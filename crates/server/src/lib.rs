@@ -27,8 +27,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, header};
+use fathom_data::{ArtifactStore, CollectionStore};
 use fathom_engine::Engine;
-use fathom_engine::store::{ArtifactStore, CollectionStore};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
@@ -47,9 +47,6 @@ pub struct ServerConfig {
     pub body_limit: usize,
     /// Idle time after which an SSE stream gets a `: heartbeat` comment.
     pub heartbeat: Duration,
-    /// How often streams and waits look for changes made by other processes (a fallback on
-    /// Postgres, where changes are also announced with NOTIFY).
-    pub poll_interval: Duration,
 }
 
 impl ServerConfig {
@@ -60,7 +57,6 @@ impl ServerConfig {
             cors_origins: Vec::new(),
             body_limit: 1024 * 1024,
             heartbeat: Duration::from_secs(25),
-            poll_interval: Duration::from_millis(250),
         }
     }
 }
@@ -105,13 +101,14 @@ impl AppState {
 
 /// The whole HTTP application.
 pub fn router(state: Arc<AppState>) -> Router {
-    let api = routes::workflows_api();
+    let api: Router<Arc<AppState>> = routes::workflows_api().into();
+    let deployment_health: Router<Arc<AppState>> = routes::deployment_health().into();
     let deployment_path = format!("/deployments/{}", state.config.deployment.name);
     let app = Router::new()
         .merge(routes::root_health())
         .merge(api.clone())
-        .nest(&deployment_path, api.merge(routes::deployment_health()))
-        .merge(routes::agent_data_api())
+        .nest(&deployment_path, api.merge(deployment_health))
+        .merge(Router::from(routes::agent_data_api()))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eventsource_stream::Eventsource;
+use fathom_corpus::Corpus;
 use fathom_engine::EngineConfig;
-use fathom_research::{Corpus, Research, ResearchConfig, ResearchDeps};
+use fathom_research::{Research, ResearchDeps};
 use fathom_server::{AppState, Deployment, ServerConfig};
 use fathom_store::Dialect;
-use fathom_store::testing::{TestDb, fresh};
+use fathom_testkit::db::{TestDb, fresh};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -72,7 +73,7 @@ async fn server_with(opts: Opts) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let corpus_dir = dir.path().join("corpus");
     std::fs::create_dir_all(&corpus_dir).unwrap();
-    fathom_research::testing::write_sample_corpus(&corpus_dir);
+    fathom_testkit::fixtures::write_sample_corpus(&corpus_dir);
     let corpus = Arc::new(
         Corpus::open(&corpus_dir, &dir.path().join("index"))
             .await
@@ -81,23 +82,25 @@ async fn server_with(opts: Opts) -> Server {
     corpus.refresh(&|_, _| {}).await.unwrap();
     let store = Arc::new(db.store.clone());
     let deps = ResearchDeps {
-        parser: fathom_research::parse::ContentParser::default(),
+        config: fathom_testkit::research_config(),
+        tools: fathom_research::tools::Tools {
+            search: corpus.clone(),
+            fetcher: corpus,
+            parser: fathom_parse::ContentParser::default(),
+            artifacts: store.clone(),
+        },
         models: None,
-        config: ResearchConfig::load(None).unwrap(),
-        search: corpus.clone(),
-        fetcher: corpus,
         sessions: store.clone(),
-        artifacts: store.clone(),
     };
+    // The stream readers' poll interval is the engine's.
     let engine_config = EngineConfig {
-        poll_interval: Duration::from_millis(50),
+        poll_interval: opts.poll,
         ..Default::default()
     };
     let research = Research::new(store.clone(), engine_config, deps);
     let config = ServerConfig {
         api_key: opts.api_key.map(String::from),
         heartbeat: Duration::from_millis(300),
-        poll_interval: opts.poll,
         body_limit: 64 * 1024,
         ..ServerConfig::new(Deployment::load(None).unwrap())
     };

@@ -1,5 +1,6 @@
 use async_trait::async_trait;
-use fathom_engine::store::{Artifact, ArtifactMeta, ArtifactStore, StoreResult, now_ms};
+use fathom_data::{Artifact, ArtifactMeta, ArtifactStore, DataResult};
+use fathom_engine::store::now_ms;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
@@ -7,7 +8,7 @@ use crate::{SqlStore, db_err};
 
 #[async_trait]
 impl ArtifactStore for SqlStore {
-    async fn put_artifact(&self, content_type: &str, bytes: &[u8]) -> StoreResult<ArtifactMeta> {
+    async fn put_artifact(&self, content_type: &str, bytes: &[u8]) -> DataResult<ArtifactMeta> {
         let file_id = hex::encode(Sha256::digest(bytes));
         let done = sqlx::query(
             "INSERT INTO artifacts (file_id, content_type, size, bytes, created_at) \
@@ -38,7 +39,7 @@ impl ArtifactStore for SqlStore {
         })
     }
 
-    async fn get_artifact(&self, file_id: &str) -> StoreResult<Option<Artifact>> {
+    async fn get_artifact(&self, file_id: &str) -> DataResult<Option<Artifact>> {
         let row = sqlx::query(
             "SELECT content_type, size, created_at, bytes FROM artifacts WHERE file_id = $1",
         )

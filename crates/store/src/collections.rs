@@ -1,16 +1,17 @@
 use async_trait::async_trait;
-use fathom_engine::store::{
+use fathom_data::{
     AggregateGroup, AggregatePage, AggregateQuery, CollectionScope, CollectionStore, Condition,
-    Field, Filter, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery, StoreError, StoreResult,
-    TopLevelField, now_ms,
+    DataError, DataResult, Field, Filter, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery,
+    TopLevelField,
 };
+use fathom_engine::store::now_ms;
 use serde_json::{Map, Value};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::dialect::Dialect;
 use crate::sql::Params;
-use crate::{SqlStore, db_err, json_err};
+use crate::{SqlStore, db_err, json_err, to_data};
 
 pub const MAX_PAGE_SIZE: i64 = 1000;
 
@@ -32,7 +33,7 @@ fn item_cols(d: Dialect) -> String {
     )
 }
 
-fn item_from_row(row: &AnyRow) -> StoreResult<Item> {
+fn item_from_row(row: &AnyRow) -> DataResult<Item> {
     let data: String = row.try_get("data").map_err(db_err)?;
     Ok(Item {
         id: row.try_get("id").map_err(db_err)?,
@@ -206,12 +207,12 @@ async fn insert_items(
     scope: &CollectionScope,
     project_id: Option<&str>,
     data: Vec<Value>,
-) -> StoreResult<Vec<Item>> {
+) -> DataResult<Vec<Item>> {
     let now = now_ms();
     let mut out = Vec::with_capacity(data.len());
     for d in data {
         let id = item_id(now);
-        let text = serde_json::to_string(&d).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let text = serde_json::to_string(&d).map_err(|e| DataError::Invalid(e.to_string()))?;
         let sql = format!(
             "INSERT INTO collection_items (id, deployment_name, collection, data, project_id, created_at, updated_at) \
              VALUES ($1, $2, $3, {}, $5, $6, $6)",
@@ -242,12 +243,12 @@ async fn insert_items(
 
 #[async_trait]
 impl CollectionStore for SqlStore {
-    async fn create_item(&self, item: NewItem) -> StoreResult<Item> {
+    async fn create_item(&self, item: NewItem) -> DataResult<Item> {
         let scope = CollectionScope {
             deployment_name: item.deployment_name,
             collection: item.collection,
         };
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_write().await.map_err(to_data)?;
         let mut items = insert_items(
             self,
             &mut tx,
@@ -256,13 +257,13 @@ impl CollectionStore for SqlStore {
             vec![item.data],
         )
         .await?;
-        self.commit(tx).await?;
+        self.commit(tx).await.map_err(to_data)?;
         items
             .pop()
-            .ok_or_else(|| StoreError::Backend("insert returned nothing".into()))
+            .ok_or_else(|| DataError::Backend("insert returned nothing".into()))
     }
 
-    async fn get_item(&self, id: &str) -> StoreResult<Option<Item>> {
+    async fn get_item(&self, id: &str) -> DataResult<Option<Item>> {
         let sql = format!(
             "SELECT {} FROM collection_items WHERE id = $1",
             item_cols(self.dialect)
@@ -275,8 +276,8 @@ impl CollectionStore for SqlStore {
         row.as_ref().map(item_from_row).transpose()
     }
 
-    async fn update_item(&self, id: &str, data: Value) -> StoreResult<Option<Item>> {
-        let text = serde_json::to_string(&data).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    async fn update_item(&self, id: &str, data: Value) -> DataResult<Option<Item>> {
+        let text = serde_json::to_string(&data).map_err(|e| DataError::Invalid(e.to_string()))?;
         let sql = format!(
             "UPDATE collection_items SET data = {}, updated_at = $2 WHERE id = $3 RETURNING {}",
             self.dialect.json_in("$1"),
@@ -293,7 +294,7 @@ impl CollectionStore for SqlStore {
         row.as_ref().map(item_from_row).transpose()
     }
 
-    async fn delete_item(&self, id: &str) -> StoreResult<bool> {
+    async fn delete_item(&self, id: &str) -> DataResult<bool> {
         let done = sqlx::query("DELETE FROM collection_items WHERE id = $1")
             .bind(id)
             .execute(&self.pool)
@@ -303,7 +304,7 @@ impl CollectionStore for SqlStore {
         Ok(done.rows_affected() > 0)
     }
 
-    async fn search(&self, q: &SearchQuery) -> StoreResult<SearchPage> {
+    async fn search(&self, q: &SearchQuery) -> DataResult<SearchPage> {
         let d = self.dialect;
         let size = page_size(q.page_size);
         let offset = q.offset.max(0);
@@ -320,7 +321,7 @@ impl CollectionStore for SqlStore {
         let mut items = rows
             .iter()
             .map(item_from_row)
-            .collect::<StoreResult<Vec<_>>>()?;
+            .collect::<DataResult<Vec<_>>>()?;
         let next_offset = if items.len() as i64 > size {
             items.truncate(size as usize);
             Some(offset + size)
@@ -346,7 +347,7 @@ impl CollectionStore for SqlStore {
         })
     }
 
-    async fn aggregate(&self, q: &AggregateQuery) -> StoreResult<AggregatePage> {
+    async fn aggregate(&self, q: &AggregateQuery) -> DataResult<AggregatePage> {
         let d = self.dialect;
         let size = page_size(q.page_size);
         let offset = q.offset.max(0);
@@ -444,7 +445,7 @@ impl CollectionStore for SqlStore {
         })
     }
 
-    async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> StoreResult<u64> {
+    async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> DataResult<u64> {
         let mut p = Params::default();
         let wh = where_clause(self.dialect, &mut p, scope, filter);
         let done = p
@@ -461,8 +462,8 @@ impl CollectionStore for SqlStore {
         scope: &CollectionScope,
         filter: &Filter,
         data: Vec<Value>,
-    ) -> StoreResult<Vec<Item>> {
-        let mut tx = self.begin_write().await?;
+    ) -> DataResult<Vec<Item>> {
+        let mut tx = self.begin_write().await.map_err(to_data)?;
         let mut p = Params::default();
         let wh = where_clause(self.dialect, &mut p, scope, filter);
         p.query(format!("DELETE FROM collection_items WHERE {wh}"))
@@ -470,7 +471,7 @@ impl CollectionStore for SqlStore {
             .await
             .map_err(db_err)?;
         let items = insert_items(self, &mut tx, scope, None, data).await?;
-        self.commit(tx).await?;
+        self.commit(tx).await.map_err(to_data)?;
         Ok(items)
     }
 }

@@ -10,7 +10,6 @@ mod collections;
 pub mod dialect;
 mod runs;
 mod sql;
-pub mod testing;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -18,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use fathom_data::DataError;
 use fathom_engine::store::{StoreError, StoreResult};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
@@ -94,11 +94,8 @@ impl DatabaseTarget {
                 dialect: Dialect::Postgres,
             });
         }
-        if s.starts_with("sqlite:") {
-            return Ok(DatabaseTarget {
-                url: s.to_string(),
-                dialect: Dialect::Sqlite,
-            });
+        if let Some(rest) = s.strip_prefix("sqlite:") {
+            return Self::sqlite(rest.strip_prefix("//").unwrap_or(rest));
         }
         if s.contains("://") {
             return Err(StoreError::Invalid(format!(
@@ -106,11 +103,29 @@ impl DatabaseTarget {
                 s.split("://").next().unwrap_or_default()
             )));
         }
-        if s.is_empty() {
+        Self::sqlite(s)
+    }
+
+    /// A SQLite file (`path`, with any `?key=value` options), created when missing unless the
+    /// options say another `mode`: `sqlite://rel/file.db`, `sqlite:///abs/file.db` and a plain
+    /// path all open the same way.
+    fn sqlite(path_and_query: &str) -> StoreResult<Self> {
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        if path.is_empty() {
             return Err(StoreError::Invalid("empty database path".into()));
         }
+        let mut options: Vec<&str> = query.split('&').filter(|o| !o.is_empty()).collect();
+        if path != ":memory:" && !options.iter().any(|o| o.starts_with("mode=")) {
+            options.push("mode=rwc");
+        }
+        let url = match options.is_empty() {
+            true => format!("sqlite://{path}"),
+            false => format!("sqlite://{path}?{}", options.join("&")),
+        };
         Ok(DatabaseTarget {
-            url: format!("sqlite://{s}?mode=rwc"),
+            url,
             dialect: Dialect::Sqlite,
         })
     }
@@ -259,10 +274,38 @@ fn connect_error(target: &DatabaseTarget, e: sqlx::Error) -> StoreError {
 }
 
 /// Database failures become `Backend`; the text is for logs only.
-pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+/// The two error types this crate reports (the engine's and the data stores'), built from a
+/// database failure whose text is for logs only.
+pub(crate) trait BackendError {
+    fn backend(detail: String) -> Self;
 }
 
-pub(crate) fn json_err(e: serde_json::Error) -> StoreError {
-    StoreError::Backend(format!("stored JSON unreadable: {e}"))
+impl BackendError for StoreError {
+    fn backend(detail: String) -> Self {
+        StoreError::Backend(detail)
+    }
+}
+
+impl BackendError for DataError {
+    fn backend(detail: String) -> Self {
+        DataError::Backend(detail)
+    }
+}
+
+pub(crate) fn db_err<E: BackendError>(e: sqlx::Error) -> E {
+    E::backend(e.to_string())
+}
+
+pub(crate) fn json_err<E: BackendError>(e: serde_json::Error) -> E {
+    E::backend(format!("stored JSON unreadable: {e}"))
+}
+
+/// A failure of the shared transaction helpers, as the data stores report it.
+pub(crate) fn to_data(e: StoreError) -> DataError {
+    match e {
+        StoreError::NotFound(m) => DataError::NotFound(m),
+        StoreError::Conflict(m) => DataError::Conflict(m),
+        StoreError::Invalid(m) => DataError::Invalid(m),
+        StoreError::LeaseLost(m) | StoreError::Backend(m) => DataError::Backend(m),
+    }
 }

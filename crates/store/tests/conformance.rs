@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
+use fathom_data::*;
 use fathom_engine::store::*;
 use fathom_engine::{Envelope, StopEvent, WorkflowCancelledEvent};
-use fathom_store::testing::fresh;
 use fathom_store::{Dialect, SqlStore};
+use fathom_testkit::db::fresh;
 use serde_json::{Value, json};
 
 macro_rules! both {

@@ -1,16 +1,8 @@
 //! Storage traits. The engine talks to its database only through these; `fathom-store`
 //! implements them on Postgres and SQLite, and one conformance suite holds both to them.
 
-mod artifacts;
-mod collections;
 mod runs;
 
-pub use artifacts::{Artifact, ArtifactMeta, ArtifactStore};
-pub use collections::{
-    AggregateGroup, AggregatePage, AggregateQuery, CollectionScope, CollectionStore, Condition,
-    Field, Filter, FilterError, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery, TopLevelField,
-    format_timestamp_ms, parse_timestamp_ms,
-};
 pub use runs::{
     CancelOutcome, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent, RunFilter,
     RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoredEvent, SuspendOutcome,

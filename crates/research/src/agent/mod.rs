@@ -15,8 +15,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::events::{AgentOutput, AgentStream, ChatMessage, ToolSelection};
-use crate::settings::AgentRoles;
-use crate::workflow::C;
+use crate::state::RunCtx;
+
+/// The model settings of each role (all three, or the agent is not used).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRoles {
+    pub planner: fathom_llm::ModelConfig,
+    pub researcher: fathom_llm::ModelConfig,
+    pub writer: fathom_llm::ModelConfig,
+}
 
 /// The model of each role.
 #[derive(Clone)]
@@ -55,7 +62,7 @@ struct Pending {
 /// failure (after the client's own retries) is journaled too, as a message, so a step run
 /// again does not ask again. Tokens are added to the run's count.
 pub async fn turn(
-    ctx: &C,
+    ctx: &RunCtx,
     key: &str,
     agent: &str,
     model: &Arc<dyn ChatModel>,
@@ -101,7 +108,7 @@ pub async fn turn(
                     // A refused key, an unknown model, a bad URL: no later attempt will do
                     // better, and a report written without the model would hide it. The
                     // step fails (it is not journaled) and the run reports why.
-                    Err(e) if is_setup_error(&e) => Err(e),
+                    Err(e) if is_setup_error(&e) => Err(StepError::permanent(e)),
                     // The server stayed unavailable: journaled, and the agent goes on
                     // without this answer.
                     Err(e) => Ok(Err(e.to_string())),

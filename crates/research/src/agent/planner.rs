@@ -10,7 +10,7 @@ use fathom_llm::{ChatRequest, Message, ResponseFormat};
 
 use super::{Models, schema_of, turn};
 use crate::planner::Plan;
-use crate::workflow::C;
+use crate::state::RunCtx;
 
 /// The plan as the model writes it.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -34,7 +34,7 @@ answers when given. Answer with the JSON object only.";
 /// The plan, or why the model's could not be used (then the built-in planner's plan is
 /// returned with that note).
 pub async fn plan(
-    ctx: &C,
+    ctx: &RunCtx,
     models: &Models,
     round: u32,
     question: &str,

@@ -5,8 +5,6 @@
 //! complete. The number of steps is bounded by the depth setting; the token budget and the
 //! deadline stop research early, and the report then says it was cut short.
 
-use std::sync::Arc;
-
 use fathom_engine::{Envelope, StepError};
 use fathom_llm::{ChatRequest, Message, ResponseFormat, ToolSpec};
 use schemars::JsonSchema;
@@ -17,29 +15,9 @@ use super::{Models, schema_of, turn};
 use crate::events::{AgentInput, ChatMessage, ParsedRef};
 use crate::planner::Plan;
 use crate::settings::Settings;
+use crate::state::{Finding, Gathered, RunCtx};
 use crate::tools::Invocation;
-use crate::workflow::{C, ResearchDeps, fetch_raw, parse_bytes};
-
-/// A fact a researcher found, with the URL it was read at.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Finding {
-    /// One self-contained, specific statement (numbers, names, dates kept).
-    pub fact: String,
-    /// The URL of the source it was read in (one the researcher fetched).
-    pub url: String,
-}
-
-/// What the researchers gathered, kept apart from the writing.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Gathered {
-    pub findings: Vec<Finding>,
-    /// Documents read, in the order first read.
-    pub read: Vec<ParsedRef>,
-    /// Research tasks done, in order.
-    pub done: Vec<String>,
-    /// Why research stopped before the plan's end, if it did.
-    pub cut_short: Option<String>,
-}
+use crate::tools::Tools;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct WebSearchArgs {
@@ -90,7 +68,7 @@ and their findings, and the tasks left, decide: `continue` (the tasks left are r
 `adjust` (give in `tasks` the tasks that should be researched next instead; completed work \
 is kept), or `complete` (the findings answer the question well enough). Answer with JSON only.";
 
-fn tools() -> Vec<ToolSpec> {
+fn tool_specs() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: "web_search".into(),
@@ -105,7 +83,7 @@ fn tools() -> Vec<ToolSpec> {
     ]
 }
 
-fn over_budget(ctx: &C, settings: &Settings) -> Option<String> {
+fn over_budget(ctx: &RunCtx, settings: &Settings) -> Option<String> {
     let used = ctx.read_state(|s| s.tokens_used);
     let limit = (settings.token_budget as f64 * BUDGET_SHARE) as u64;
     (used >= limit).then(|| {
@@ -118,8 +96,8 @@ fn over_budget(ctx: &C, settings: &Settings) -> Option<String> {
 
 /// Runs the research steps for an approved plan.
 pub async fn research(
-    ctx: &C,
-    deps: &Arc<ResearchDeps>,
+    ctx: &RunCtx,
+    tools: &Tools,
     models: &Models,
     plan: &Plan,
     settings: &Settings,
@@ -145,7 +123,7 @@ pub async fn research(
         let runs = batch
             .iter()
             .enumerate()
-            .map(|(i, task)| researcher(ctx, deps, models, plan, settings, step, i + 1, task));
+            .map(|(i, task)| researcher(ctx, tools, models, plan, settings, step, i + 1, task));
         for (task, outcome) in batch.iter().zip(futures_util::future::join_all(runs).await) {
             let (findings, read) = outcome?;
             gathered.done.push(task.clone());
@@ -182,7 +160,7 @@ pub async fn research(
 }
 
 async fn reflect(
-    ctx: &C,
+    ctx: &RunCtx,
     models: &Models,
     plan: &Plan,
     gathered: &Gathered,
@@ -235,8 +213,8 @@ async fn reflect(
 /// researchers replay exactly after a crash.
 #[allow(clippy::too_many_arguments)]
 async fn researcher(
-    ctx: &C,
-    deps: &Arc<ResearchDeps>,
+    ctx: &RunCtx,
+    tools: &Tools,
     models: &Models,
     plan: &Plan,
     settings: &Settings,
@@ -265,7 +243,7 @@ async fn researcher(
         };
         let request = ChatRequest {
             messages: messages.clone(),
-            tools: if last { Vec::new() } else { tools() },
+            tools: if last { Vec::new() } else { tool_specs() },
             temperature: Some(0.2),
             ..Default::default()
         };
@@ -292,7 +270,7 @@ async fn researcher(
                 match call.kwargs() {
                     Err(e) => e,
                     Ok(args) => {
-                        run_tool(ctx, deps, settings, &call.name, tool_id, args, &mut read).await?
+                        run_tool(ctx, tools, settings, &call.name, tool_id, args, &mut read).await?
                     }
                 }
             };
@@ -304,8 +282,8 @@ async fn researcher(
 
 /// Runs one tool call through the journal; returns what the model is told.
 async fn run_tool(
-    ctx: &C,
-    deps: &Arc<ResearchDeps>,
+    ctx: &RunCtx,
+    tools: &Tools,
     settings: &Settings,
     name: &str,
     tool_id: String,
@@ -317,12 +295,12 @@ async fn run_tool(
             let Ok(a) = serde_json::from_value::<WebSearchArgs>(args.clone()) else {
                 return Ok("web_search needs {\"query\": \"...\"}".into());
             };
-            let (search, k) = (deps.search.clone(), settings.max_search_results_per_query);
+            let (search, k) = (tools.search.clone(), settings.max_search_results_per_query);
             let hits = Invocation::new("web_search", tool_id, json!({"query": a.query}))
                 .call(
                     ctx,
                     || async move { search.search(&a.query, k).await },
-                    |hits: &Vec<crate::corpus::SearchHit>| format!("{} results", hits.len()),
+                    |hits: &Vec<fathom_corpus::SearchHit>| format!("{} results", hits.len()),
                     |hits| json!({ "hits": hits }),
                 )
                 .await?;
@@ -340,11 +318,7 @@ async fn run_tool(
             let Ok(a) = serde_json::from_value::<FetchUrlArgs>(args) else {
                 return Ok("fetch_url needs {\"url\": \"...\"}".into());
             };
-            let (fetcher, artifacts, parser) = (
-                deps.fetcher.clone(),
-                deps.artifacts.clone(),
-                deps.parser.clone(),
-            );
+            let tools = tools.clone();
             let url = a.url.clone();
             let outcome = Invocation::new("fetch_url", tool_id, json!({"url": a.url}))
                 .call(
@@ -352,10 +326,8 @@ async fn run_tool(
                     || async move {
                         // Fetched and parsed in one call: the bytes in hand are parsed,
                         // not read back from storage.
-                        let (raw, bytes) =
-                            fetch_raw(fetcher.as_ref(), artifacts.as_ref(), &url).await?;
-                        let (summary, doc) =
-                            parse_bytes(&parser, artifacts.as_ref(), &raw, bytes).await?;
+                        let (raw, bytes) = tools.fetch_raw(&url).await?;
+                        let (summary, doc) = tools.parse_bytes(&raw, bytes).await?;
                         Ok(ReadDoc {
                             url: raw.url,
                             title: summary.title,
@@ -395,7 +367,7 @@ struct ReadDoc {
     excerpt: String,
 }
 
-fn excerpt(doc: &crate::parse::ParsedDoc) -> String {
+fn excerpt(doc: &fathom_parse::ParsedDoc) -> String {
     let mut out = String::new();
     for b in &doc.blocks {
         if out.len() + b.text.len() > EXCERPT_CHARS {
@@ -418,9 +390,9 @@ fn findings_of(content: &str, read: &[ParsedRef]) -> Vec<Finding> {
         .into_iter()
         .filter(|f| !f.fact.trim().is_empty())
         .filter_map(|mut f| {
-            let matched = read
-                .iter()
-                .find(|r| crate::web::canonical_url(&r.url) == crate::web::canonical_url(&f.url))?;
+            let matched = read.iter().find(|r| {
+                crate::tools::web::canonical_url(&r.url) == crate::tools::web::canonical_url(&f.url)
+            })?;
             f.url = matched.url.clone();
             Some(f)
         })

@@ -7,12 +7,12 @@
 use fathom_engine::StepError;
 use fathom_llm::{ChatRequest, Message};
 
-use super::researcher::Gathered;
 use super::{Models, turn};
 use crate::events::ParsedRef;
 use crate::planner::Plan;
 use crate::report::{AlsoCited, Quote};
-use crate::workflow::C;
+use crate::state::Gathered;
+use crate::state::RunCtx;
 
 const WRITER: &str = "You write one section of a research report. Use only the findings \
 given, which come from the numbered sources listed. After every sentence, cite the source it \
@@ -21,7 +21,7 @@ lists, no code, no links. Stay within the section's subject.";
 
 /// The sections' sentences as quotes, and how many citation markers were removed.
 pub async fn draft(
-    ctx: &C,
+    ctx: &RunCtx,
     models: &Models,
     plan: &Plan,
     gathered: &Gathered,
@@ -79,7 +79,7 @@ pub fn resolve(text: &str, gathered: &Gathered) -> (Vec<Quote>, usize) {
         .map(|l| l.trim().trim_start_matches(['#', '-', '*', '>']).trim())
         .collect::<Vec<_>>()
         .join(" ");
-    for sentence in crate::text::sentences(&flat) {
+    for sentence in fathom_parse::text::sentences(&flat) {
         let (clean, markers) = strip_markers(&sentence);
         let mut cited: Vec<&ParsedRef> = Vec::new();
         for n in markers {
@@ -105,7 +105,7 @@ pub fn resolve(text: &str, gathered: &Gathered) -> (Vec<Quote>, usize) {
         }
         let first = cited.first();
         quotes.push(Quote {
-            text: crate::text::escape_inline(clean),
+            text: fathom_parse::text::escape_inline(clean),
             source_url: first.map(|d| d.url.clone()).unwrap_or_default(),
             source_title: first.map(|d| d.title.clone()).unwrap_or_default(),
             page: None,
@@ -157,7 +157,7 @@ fn strip_markers(sentence: &str) -> (String, Vec<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::researcher::Finding;
+    use crate::state::Finding;
 
     #[test]
     fn markers_resolve_to_sources_read_and_others_are_removed() {

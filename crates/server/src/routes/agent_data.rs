@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use fathom_engine::store::{
+use fathom_data::{
     AggregateQuery, CollectionScope, Filter, Item, NewItem, OrderBy, SearchQuery,
     format_timestamp_ms,
 };

@@ -2,7 +2,6 @@
 //! events into a run (the approval gate).
 
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -20,12 +19,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::State as AppRef;
 use super::handlers::load_run;
-use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, QueryParams};
-
-/// Events read from the store per query while catching up.
-const PAGE: i64 = 256;
 
 /// Where a stream starts: the last sequence number the client already has.
 fn start_after(
@@ -123,62 +118,26 @@ pub async fn stream_events(
 }
 
 /// Sends run `id`'s events after `after` into `tx` until the stop event, the run's end, or the
-/// client going away. New events are noticed through this process's notices (which include
-/// other processes' commits on Postgres, see `SqlStore::follow_changes`) and by polling.
-async fn follow(state: AppRef, id: String, mut after: i64, tx: mpsc::Sender<StoredEvent>) {
-    let mut notices = state.engine.subscribe();
-    let store = state.engine.store().clone();
+/// client going away.
+async fn follow(state: AppRef, id: String, after: i64, tx: mpsc::Sender<StoredEvent>) {
+    let mut follower = state.engine.follow(&id, after);
+    // Bounded by the run's stream; each pass hands one event on.
     loop {
-        let batch = match store.events_after(&id, after, PAGE).await {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(run = %id, error = %e, "event stream read failed");
-                return;
-            }
+        let next = tokio::select! {
+            next = follower.next() => next,
+            _ = tx.closed() => return,
         };
-        let full = batch.len() as i64 == PAGE;
-        for ev in batch {
-            after = ev.seq;
-            let stop = ev.envelope.is_stop();
-            if tx.send(ev).await.is_err() || stop {
-                return;
+        match next {
+            Ok(Some(ev)) => {
+                if tx.send(ev).await.is_err() {
+                    return;
+                }
             }
-        }
-        if full {
-            continue;
-        }
-        match store.get_run(&id).await {
-            Ok(Some(run)) if run.status.is_terminal() && after >= run.next_seq - 1 => return,
-            Ok(Some(_)) => {}
             Ok(None) => return,
             Err(e) => {
                 tracing::warn!(run = %id, error = %e, "event stream read failed");
                 return;
             }
-        }
-        if !wait_for_news(&state, &id, &mut notices, &tx).await {
-            return;
-        }
-    }
-}
-
-/// Waits for a notice about run `id` or the poll interval; false when the client is gone.
-async fn wait_for_news(
-    state: &AppState,
-    id: &str,
-    notices: &mut tokio::sync::broadcast::Receiver<fathom_engine::RunNotice>,
-    tx: &mpsc::Sender<StoredEvent>,
-) -> bool {
-    let poll = tokio::time::sleep(state.config.poll_interval.max(Duration::from_millis(10)));
-    tokio::pin!(poll);
-    loop {
-        tokio::select! {
-            _ = &mut poll => return true,
-            _ = tx.closed() => return false,
-            notice = notices.recv() => match notice {
-                Ok(n) if n.run_id != id => continue,
-                _ => return true,
-            },
         }
     }
 }

@@ -1,12 +1,11 @@
 //! Handlers: one run of a workflow, seen as the Python server shows it.
 
-use std::time::Duration;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use fathom_engine::store::{CancelOutcome, RunFilter, RunRecord, RunStatus, format_timestamp_ms};
+use fathom_data::format_timestamp_ms;
+use fathom_engine::store::{CancelOutcome, RunFilter, RunRecord, RunStatus};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -88,28 +87,6 @@ pub async fn load_run(state: &AppState, id: &str) -> ApiResult<RunRecord> {
         .get_run(id)
         .await?
         .ok_or_else(ApiError::handler_not_found)
-}
-
-/// Waits until run `id` ends: woken by this process's notices, polling for other processes.
-pub async fn wait_terminal(state: &AppState, id: &str) -> ApiResult<RunRecord> {
-    let mut notices = state.engine.subscribe();
-    loop {
-        let run = load_run(state, id).await?;
-        if run.status.is_terminal() {
-            return Ok(run);
-        }
-        let poll = tokio::time::sleep(state.config.poll_interval.max(Duration::from_millis(10)));
-        tokio::pin!(poll);
-        loop {
-            tokio::select! {
-                _ = &mut poll => break,
-                notice = notices.recv() => match notice {
-                    Ok(n) if n.run_id != id => continue,
-                    _ => break,
-                },
-            }
-        }
-    }
 }
 
 /// Lists handlers, newest first.

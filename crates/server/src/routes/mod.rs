@@ -1,5 +1,6 @@
 //! The route table. Handlers live in one module per resource; each carries its
-//! `#[utoipa::path]` so `/openapi.json` documents exactly what is routed here.
+//! `#[utoipa::path]`, which both routes it and documents it, so `/openapi.json` documents
+//! exactly what is routed here.
 
 pub mod agent_data;
 pub mod artifacts;
@@ -15,45 +16,41 @@ use axum::Router;
 use axum::http::{Response, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::error::ApiError;
 
 type State = Arc<AppState>;
 
-/// The workflows API, served at the root and under `/deployments/{name}`.
-pub fn workflows_api() -> Router<State> {
-    Router::new()
-        .route("/workflows", get(workflows::list_workflows))
-        .route("/workflows/{name}/run", post(workflows::run_workflow))
-        .route("/workflows/{name}/run-nowait", post(workflows::run_nowait))
-        .route("/workflows/{name}/schema", get(workflows::workflow_schema))
-        .route(
-            "/workflows/{name}/representation",
-            get(workflows::workflow_representation),
-        )
-        .route("/workflows/{name}/events", get(workflows::workflow_events))
-        .route("/handlers", get(handlers::list_handlers))
-        .route("/handlers/{handler_id}", get(handlers::get_handler))
-        .route(
-            "/handlers/{handler_id}/cancel",
-            post(handlers::cancel_handler),
-        )
-        .route("/results/{handler_id}", get(handlers::get_result))
-        .route(
-            "/events/{handler_id}",
-            get(events::stream_events).post(events::send_event),
-        )
-        .route("/artifacts/{file_id}", get(artifacts::get_artifact))
+/// The workflows API, served at the root and under `/deployments/{name}`. Each handler is
+/// routed at the path and method its `#[utoipa::path]` names, and documented from it: one
+/// list serves the router and the OpenAPI document.
+pub fn workflows_api() -> OpenApiRouter<State> {
+    OpenApiRouter::new()
+        .routes(routes!(workflows::list_workflows))
+        .routes(routes!(workflows::run_workflow))
+        .routes(routes!(workflows::run_nowait))
+        .routes(routes!(workflows::workflow_schema))
+        .routes(routes!(workflows::workflow_representation))
+        .routes(routes!(workflows::workflow_events))
+        .routes(routes!(handlers::list_handlers))
+        .routes(routes!(handlers::get_handler))
+        .routes(routes!(handlers::cancel_handler))
+        .routes(routes!(handlers::get_result))
+        .routes(routes!(events::stream_events, events::send_event))
+        .routes(routes!(artifacts::get_artifact))
+        // The document itself is not part of the document.
         .route("/openapi.json", get(health::openapi_json))
 }
 
 /// `/health` under a deployment: the workflow server's own answer.
-pub fn deployment_health() -> Router<State> {
-    Router::new().route("/health", get(health::workflow_server_health))
+pub fn deployment_health() -> OpenApiRouter<State> {
+    OpenApiRouter::new().routes(routes!(health::workflow_server_health))
 }
 
-/// The app server's health routes at the root.
+/// The app server's health routes at the root (probes, not part of the API document).
 pub fn root_health() -> Router<State> {
     Router::new()
         .route("/health", get(health::app_health))
@@ -63,17 +60,19 @@ pub fn root_health() -> Router<State> {
 }
 
 /// The Agent Data API. Its verbs are path segments (`/agent-data/:search`), which the router
-/// sees as an item id: `post_verb` dispatches them.
-pub fn agent_data_api() -> Router<State> {
-    const BASE: &str = "/api/v1/beta/agent-data";
-    Router::new()
-        .route(BASE, post(agent_data::create_item))
+/// sees as an item id: `post_verb` dispatches them, so they are documented in
+/// [`crate::openapi`] rather than routed here.
+pub fn agent_data_api() -> OpenApiRouter<State> {
+    OpenApiRouter::new()
+        .routes(routes!(agent_data::create_item))
+        .routes(routes!(
+            agent_data::get_item,
+            agent_data::update_item,
+            agent_data::delete_item
+        ))
         .route(
-            &format!("{BASE}/{{item_id}}"),
-            get(agent_data::get_item)
-                .put(agent_data::update_item)
-                .delete(agent_data::delete_item)
-                .post(agent_data::post_verb),
+            "/api/v1/beta/agent-data/{item_id}",
+            post(agent_data::post_verb),
         )
 }
 

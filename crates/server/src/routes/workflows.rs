@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::State as AppRef;
-use super::handlers::{HandlerView, handler_status_code, wait_terminal};
+use super::handlers::{HandlerView, handler_status_code};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
@@ -132,7 +132,7 @@ pub async fn run_workflow(
     ApiJson(req): ApiJson<RunRequest>,
 ) -> ApiResult<Response> {
     let started = start(&state, &name, req).await?;
-    let run = wait_terminal(&state, &started.handler_id).await?;
+    let run = state.engine.wait_terminal(&started.handler_id).await?;
     Ok((
         handler_status_code(run.status),
         Json(HandlerView::of(&state, &run)),

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use fathom_fetch::SafeFetcher;
-use fathom_research::parse::ParsedDoc;
-use fathom_research::web::kind_of;
+use fathom_parse::ParsedDoc;
+use fathom_research::tools::web::kind_of;
 use serde_json::json;
 
-use crate::research::{Context, load_config};
+use crate::app::{App, content_parser};
 
 #[derive(clap::Args)]
 pub struct FetchArgs {
@@ -45,10 +45,9 @@ pub fn to_markdown(doc: &ParsedDoc) -> String {
     out
 }
 
-pub async fn fetch(ctx: &Context, args: FetchArgs) -> anyhow::Result<ExitCode> {
-    let research_config = load_config(ctx)?;
-    let parser = crate::pdf_worker::content_parser(&research_config);
-    let mut config = research_config.web.fetch;
+pub async fn fetch(app: &App, args: FetchArgs) -> anyhow::Result<ExitCode> {
+    let parser = content_parser(app.config.pdf);
+    let mut config = app.config.web.fetch.clone();
     config.allow_private_networks |= args.allow_private_network;
     config.obey_robots &= !args.ignore_robots;
     let mut fetched = SafeFetcher::new(config).fetch(&args.url).await?;

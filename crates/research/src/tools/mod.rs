@@ -2,14 +2,21 @@
 //! included, is stored under its tool id and never recomputed after a crash) and shows on the
 //! stream as a `ToolCall` followed by its `ToolCallResult`, committed with the result.
 
+pub mod read;
+pub mod web;
+
 use std::future::Future;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use fathom_engine::{Ctx, Envelope, StepError, WorkflowState};
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
-use crate::corpus::{Corpus, Fetched, SearchHit};
+use fathom_corpus::{Corpus, Fetched, SearchHit};
+use fathom_data::ArtifactStore;
+use fathom_parse::ContentParser;
+
 use crate::events::{TextBlock, ToolCall, ToolCallResult, ToolOutput};
 
 /// Where `web_search` looks. The local corpus offline; web search APIs online.
@@ -42,6 +49,17 @@ impl Fetcher for Corpus {
     async fn fetch(&self, url: &str) -> Result<Fetched, String> {
         Corpus::fetch(self, url).await.map_err(|e| e.to_string())
     }
+}
+
+/// What the research tools reach: where `web_search` looks, how `fetch_url` reads, how
+/// documents are parsed, and where what was read is stored. The one handle agents get.
+#[derive(Clone)]
+pub struct Tools {
+    pub search: Arc<dyn SearchProvider>,
+    pub fetcher: Arc<dyn Fetcher>,
+    /// How fetched documents are read (PDFs in an isolated worker).
+    pub parser: ContentParser,
+    pub artifacts: Arc<dyn ArtifactStore>,
 }
 
 /// A tool's outcome as journaled: a value, or a message a person can act on.

@@ -6,11 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use fathom_engine::EngineConfig;
 use fathom_server::{AppState, Deployment, ServerConfig};
 use tokio::sync::watch;
 
-use crate::research::{Context, connect, load_config, open_corpus, research_service};
+use crate::app::App;
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -47,9 +46,9 @@ pub struct ServeArgs {
     /// takes its runs back at once (default: derived from host name and port).
     #[arg(long, env = "FATHOM_WORKER_ID")]
     worker_id: Option<String>,
-    /// Runs driven at once by this process.
-    #[arg(long, default_value_t = 16)]
-    max_concurrent_runs: usize,
+    /// Runs driven at once by this process (default: `engine.max_concurrent_runs`).
+    #[arg(long)]
+    max_concurrent_runs: Option<usize>,
 }
 
 fn load_deployment(given: Option<&Path>) -> anyhow::Result<Deployment> {
@@ -66,21 +65,20 @@ fn host_name() -> String {
         .unwrap_or_else(|| "local".into())
 }
 
-pub async fn serve(ctx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let config = load_config(ctx)?;
+pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let deployment = load_deployment(args.pyproject.as_deref())?;
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .with_context(|| format!("'{}' is not an IP address to listen on", args.host))?;
-    let store = connect(ctx).await?;
+    let store = app.connect().await?;
     let corpus_dir = args
         .corpus
         .clone()
-        .or_else(|| config.corpus.clone())
+        .or_else(|| app.config.corpus.clone())
         .context(
             "no corpus to research in: pass --corpus DIR or set research.corpus in the config",
         )?;
-    let corpus = open_corpus(ctx, &config, &corpus_dir, false).await?;
+    let corpus = app.open_corpus(&corpus_dir, false).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -89,12 +87,11 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
         .worker_id
         .clone()
         .unwrap_or_else(|| format!("serve-{}-{}", host_name(), bound.port()));
-    let engine_config = EngineConfig {
-        owner,
-        max_concurrent_runs: args.max_concurrent_runs.max(1),
-        ..Default::default()
-    };
-    let research = research_service(config, store.clone(), corpus, engine_config)?;
+    let mut engine_config = app.engine_config(owner);
+    if let Some(n) = args.max_concurrent_runs {
+        engine_config.max_concurrent_runs = n.max(1);
+    }
+    let research = app.research(store.clone(), corpus, engine_config)?;
     let server_config = ServerConfig {
         api_key: args.api_key.clone().filter(|k| !k.is_empty()),
         cors_origins: args.cors_origins.clone(),

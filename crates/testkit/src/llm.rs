@@ -1,7 +1,7 @@
 //! A scripted OpenAI-compatible server on loopback, for tests of anything that talks to a
 //! model: each request to `/chat/completions` is answered by a function of the request (and
 //! of how many came before), in the real streaming chunk format; every request is recorded
-//! with the time it arrived. Enabled by the `scripted` feature.
+//! with the time it arrived.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

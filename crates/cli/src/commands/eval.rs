@@ -8,16 +8,15 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context as _, anyhow, bail};
-use fathom_engine::EngineConfig;
-use fathom_engine::store::{ArtifactStore, RunStatus, RunStore};
+use fathom_data::ArtifactStore;
+use fathom_engine::store::{RunStatus, RunStore};
+use fathom_parse::ParsedDoc;
 use fathom_research::ResearchState;
 use fathom_research::eval::{CitationCheck, check_citations};
-use fathom_research::parse::ParsedDoc;
 use serde_json::{Value, json};
 
-use crate::research::{
-    Context, connect, load_config, open_corpus, parse_settings, research_service,
-};
+use super::research::parse_settings;
+use crate::app::App;
 
 #[derive(clap::Args)]
 pub struct EvalArgs {
@@ -47,7 +46,7 @@ struct Row {
     tokens: u64,
 }
 
-pub async fn eval(ctx: &Context, args: EvalArgs) -> anyhow::Result<ExitCode> {
+pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.questions)
         .with_context(|| format!("cannot read {}", args.questions.display()))?;
     let questions: Vec<String> = text
@@ -65,8 +64,8 @@ pub async fn eval(ctx: &Context, args: EvalArgs) -> anyhow::Result<ExitCode> {
             args.questions.display()
         );
     }
-    let config = load_config(ctx)?;
-    let mode = if config.llm.roles.is_some() {
+    let config = &app.config.research;
+    let mode = if app.config.agent.is_some() {
         "agent"
     } else {
         "offline"
@@ -75,19 +74,12 @@ pub async fn eval(ctx: &Context, args: EvalArgs) -> anyhow::Result<ExitCode> {
     settings["require_approval"] = json!(false);
     // Every question is checked before any runs.
     for q in &questions {
-        fathom_research::check_start(&config, q, Some(settings.clone()))?;
+        fathom_research::check_start(config, q, Some(settings.clone()))?;
     }
-    let store = connect(ctx).await?;
-    let corpus = open_corpus(ctx, &config, &args.corpus, true).await?;
-    let research = research_service(
-        config,
-        store.clone(),
-        corpus,
-        EngineConfig {
-            owner: format!("eval-{}", fathom_engine::new_id()),
-            ..Default::default()
-        },
-    )?;
+    let store = app.connect().await?;
+    let corpus = app.open_corpus(&args.corpus, true).await?;
+    let engine = app.engine_config(format!("eval-{}", fathom_engine::new_id()));
+    let research = app.research(store.clone(), corpus, engine)?;
     let mut rows = Vec::new();
     for q in &questions {
         let started = Instant::now();

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use super::StoreResult;
+use crate::DataResult;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
@@ -420,14 +420,14 @@ pub struct AggregatePage {
 
 #[async_trait]
 pub trait CollectionStore: Send + Sync + 'static {
-    async fn create_item(&self, item: NewItem) -> StoreResult<Item>;
-    async fn get_item(&self, id: &str) -> StoreResult<Option<Item>>;
+    async fn create_item(&self, item: NewItem) -> DataResult<Item>;
+    async fn get_item(&self, id: &str) -> DataResult<Option<Item>>;
     /// Overwrites `data`; None if no such item.
-    async fn update_item(&self, id: &str, data: Value) -> StoreResult<Option<Item>>;
-    async fn delete_item(&self, id: &str) -> StoreResult<bool>;
-    async fn search(&self, query: &SearchQuery) -> StoreResult<SearchPage>;
-    async fn aggregate(&self, query: &AggregateQuery) -> StoreResult<AggregatePage>;
-    async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> StoreResult<u64>;
+    async fn update_item(&self, id: &str, data: Value) -> DataResult<Option<Item>>;
+    async fn delete_item(&self, id: &str) -> DataResult<bool>;
+    async fn search(&self, query: &SearchQuery) -> DataResult<SearchPage>;
+    async fn aggregate(&self, query: &AggregateQuery) -> DataResult<AggregatePage>;
+    async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> DataResult<u64>;
     /// Deletes the items matching `filter` and inserts `data` as new items, in one
     /// transaction: an idempotent snapshot write.
     async fn replace_where(
@@ -435,7 +435,7 @@ pub trait CollectionStore: Send + Sync + 'static {
         scope: &CollectionScope,
         filter: &Filter,
         data: Vec<Value>,
-    ) -> StoreResult<Vec<Item>>;
+    ) -> DataResult<Vec<Item>>;
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Test material shared by the crates' end-to-end tests.
+//! Documents for tests: a sample corpus, parsed documents, and PDFs written by hand (hostile
+//! ones too).
 
 use std::path::Path;
 
@@ -65,14 +66,14 @@ pub fn write_sample_corpus(dir: &Path) {
 
 /// A parsed plain-text document of `paras`, titled by its URL, claiming `words` words (the
 /// writer weighs documents by it).
-pub fn text_doc(url: &str, paras: &[&str], words: usize) -> crate::parse::ParsedDoc {
-    crate::parse::ParsedDoc {
+pub fn text_doc(url: &str, paras: &[&str], words: usize) -> fathom_parse::ParsedDoc {
+    fathom_parse::ParsedDoc {
         url: url.into(),
         title: url.into(),
-        kind: crate::parse::DocKind::Text,
+        kind: fathom_parse::DocKind::Text,
         blocks: paras
             .iter()
-            .map(|p| crate::text::Block {
+            .map(|p| fathom_parse::text::Block {
                 heading: String::new(),
                 text: p.to_string(),
                 page: None,
@@ -191,165 +192,4 @@ pub fn pdf_document(contents: &[PageContent], title: &str, author: &str) -> Vec<
         .as_bytes(),
     );
     out
-}
-
-/// The system prompt of a chat-completions request.
-pub fn system_prompt(body: &serde_json::Value) -> String {
-    body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
-
-/// The last message of a chat-completions request.
-pub fn last_message(body: &serde_json::Value) -> serde_json::Value {
-    body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// The models' side of a deep-research run, for [`fathom_llm::scripted::Server`]: chosen by
-/// role (the system prompt) and by where the conversation stands, so it answers the same in
-/// every process. The planner plans `alpha`, `beta`, `gamma`; each researcher searches its
-/// task (slowly, so parallel researchers overlap), reads the first result and reports one
-/// fact from it plus one tied to a URL it never read; the first reflection (one task done
-/// or two) swaps what is left for `delta`, later ones complete; the writer cites source 1,
-/// a source 9 that does not exist, and source 2.
-pub fn scripted_agent()
--> impl Fn(&serde_json::Value, usize) -> fathom_llm::scripted::Reply + Send + Sync {
-    use fathom_llm::scripted::Reply;
-    |body, _| {
-        let sys = system_prompt(body);
-        if sys.starts_with("You are the planner") {
-            return Reply::Text(vec![
-                "{\"clarifying_questions\": [], \"queries\": [\"alpha\", \"beta\", ".into(),
-                "\"gamma\"], \"outline\": [\"Overview\", \"Details\"]}".into(),
-            ]);
-        }
-        if sys.starts_with("You review research") {
-            let brief = last_message(body)["content"]
-                .as_str()
-                .unwrap_or("")
-                .to_string();
-            return if brief.contains("- delta") {
-                Reply::text(r#"{"decision": "complete", "tasks": [], "reason": "enough"}"#)
-            } else {
-                Reply::text(
-                    r#"{"decision": "adjust", "tasks": ["delta"], "reason": "gamma is covered; delta is missing"}"#,
-                )
-            };
-        }
-        if sys.starts_with("You write one section") {
-            return Reply::Text(vec![
-                "The survey measured 42 units in 2024 [1]. ".into(),
-                "A claim that cites nothing read [9]. ".into(),
-                "Later work agreed with it [2].".into(),
-            ]);
-        }
-        let msg = last_message(body);
-        let content = msg["content"].as_str().unwrap_or("").to_string();
-        match msg["role"].as_str().unwrap_or("") {
-            "user" if body["tools"].is_array() => {
-                let task = content
-                    .rsplit("Your task: ")
-                    .next()
-                    .unwrap_or("")
-                    .to_string();
-                Reply::Delayed(
-                    300,
-                    Box::new(Reply::ToolCalls(vec![(
-                        "call_s".into(),
-                        "web_search".into(),
-                        vec!["{\"query\": ".into(), format!("\"{task}\"}}")],
-                    )])),
-                )
-            }
-            "tool" => match content.split('<').nth(1).and_then(|r| r.split('>').next()) {
-                Some(url) => Reply::call("call_f", "fetch_url", serde_json::json!({"url": url})),
-                None => {
-                    let url = content
-                        .lines()
-                        .nth(1)
-                        .unwrap_or("")
-                        .trim_start_matches("URL: ");
-                    Reply::text(&format!(
-                        "{{\"findings\": [{{\"fact\": \"It was measured at 42 units in 2024.\", \"url\": \"{url}\"}}, \
-                         {{\"fact\": \"Made up from a page never read.\", \"url\": \"http://elsewhere.test/x\"}}]}}"
-                    ))
-                }
-            },
-            _ => Reply::text("{\"findings\": []}"),
-        }
-    }
-}
-
-/// The web for agent tests, on loopback: `/search?q=` in SearxNG's JSON format (one result
-/// per query, a page named after it) and the pages, each stating one fact about its topic.
-/// Counts search and page requests.
-pub struct SearchAndPages {
-    /// `127.0.0.1:port`.
-    pub origin: String,
-    pub searches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    pub pages: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl SearchAndPages {
-    pub async fn start() -> SearchAndPages {
-        use axum::extract::{Path, Query};
-        use axum::routing::get;
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let (searches, pages) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind loopback");
-        let origin = format!("127.0.0.1:{}", listener.local_addr().expect("bound").port());
-        let base = format!("http://{origin}");
-        let (s, p) = (searches.clone(), pages.clone());
-        let app = axum::Router::new()
-            .route(
-                "/search",
-                get(
-                    move |Query(q): Query<std::collections::HashMap<String, String>>| {
-                        let (s, base) = (s.clone(), base.clone());
-                        async move {
-                            s.fetch_add(1, Ordering::SeqCst);
-                            let query = q.get("q").cloned().unwrap_or_default();
-                            let slug = query.replace(' ', "-");
-                            axum::Json(serde_json::json!({"results": [
-                                {"url": format!("{base}/pages/{slug}"),
-                                 "title": format!("All about {query}"), "content": "a page"}]}))
-                        }
-                    },
-                ),
-            )
-            .route(
-                "/pages/{slug}",
-                get(move |Path(slug): Path<String>| {
-                    let p = p.clone();
-                    async move {
-                        p.fetch_add(1, Ordering::SeqCst);
-                        let topic = slug.replace('-', " ");
-                        axum::response::Html(format!(
-                            "<html><head><title>All about {topic}</title></head><body><article>\
-                             <h1>All about {topic}</h1><p>The key fact about {topic} is that it \
-                             was measured at 42 units in 2024 by the survey team.</p><p>A second \
-                             paragraph about {topic} keeps the page long enough to be an \
-                             article.</p></article></body></html>"
-                        ))
-                    }
-                }),
-            )
-            .route("/robots.txt", get(|| async { "User-agent: *\nAllow: /\n" }));
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        SearchAndPages {
-            origin,
-            searches,
-            pages,
-        }
-    }
 }

@@ -1,4 +1,6 @@
-//! The local corpus: a folder of HTML, Markdown, text, DOCX and PDF files, indexed on disk in a SQLite
+//! # fathom-corpus: the local folder index
+//!
+//! A folder of HTML, Markdown, text, DOCX and PDF files, indexed on disk in a SQLite
 //! FTS5 file and refreshed incrementally (only files whose size, time or content changed are
 //! parsed again). It is the offline search provider and fetcher of the research tools.
 
@@ -12,8 +14,8 @@ use sha2::{Digest, Sha256};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use sqlx::{Row, SqliteConnection};
 
-use crate::parse::{ContentParser, DocKind, ParsedDoc};
-use crate::text::words;
+use fathom_parse::text::words;
+use fathom_parse::{ContentParser, DocKind, ParsedDoc};
 
 /// Files larger than this are skipped: they are not documents a person wrote to be read.
 pub const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
@@ -317,7 +319,7 @@ impl Corpus {
         let mut seen_terms = HashSet::new();
         let terms: Vec<String> = words(query)
             .into_iter()
-            .filter(|w| !crate::text::is_stopword(w) && seen_terms.insert(w.clone()))
+            .filter(|w| !fathom_parse::text::is_stopword(w) && seen_terms.insert(w.clone()))
             .take(32)
             .collect();
         if terms.is_empty() {

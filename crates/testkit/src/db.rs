@@ -1,7 +1,7 @@
 //! Fresh databases for tests: a SQLite file in a temporary folder, or a new database on the
 //! Postgres cluster named by `DATABASE_URL` (the test script starts one).
 
-use crate::{Dialect, SqlStore};
+use fathom_store::{Dialect, SqlStore};
 
 /// Keeps a test database alive; the SQLite folder is removed on drop.
 pub struct TestDb {

@@ -246,7 +246,7 @@ pub(crate) mod tests {
 
     #[test]
     fn docx_files_parse_like_any_document() {
-        use crate::parse::{DocKind, parse_content};
+        use crate::document::{DocKind, parse_content};
         let body = r#"<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Borrowing</w:t></w:r></w:p>
             <w:p><w:r><w:t>A reference lets code use a value without taking ownership of it.</w:t></w:r></w:p>"#;
         let kind = DocKind::from_path("notes/borrowing.docx").unwrap();

@@ -1,27 +1,27 @@
-//! `fathom research`, `resume`, `sessions` and `index`: research runs driven in this process,
-//! with the plan shown at the gate and the report written to a file.
+//! `fathom research` and `fathom resume`: research runs driven in this process, with the plan
+//! shown at the gate and the report written to a file.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
-use fathom_engine::store::{CollectionScope, RunStatus, RunStore};
-use fathom_engine::{EngineConfig, Envelope, new_id};
-use fathom_research::{
-    ApproveEvent, Corpus, Plan, Research, ResearchConfig, ResearchDeps, ResearchResult, Sessions,
-    check_start,
-};
+use fathom_corpus::Corpus;
+use fathom_data::CollectionScope;
+use fathom_engine::new_id;
+use fathom_engine::store::{RunStatus, RunStore};
+use fathom_research::{ApproveEvent, Plan, Research, ResearchResult, Sessions, check_start};
 use fathom_store::SqlStore;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
-pub struct Context {
-    pub database_url: String,
-    pub config: Option<PathBuf>,
-    pub index_dir: PathBuf,
+use crate::app::App;
+use crate::progress::{follow, say};
+
+struct Opened {
+    research: Research,
+    store: Arc<SqlStore>,
 }
 
 #[derive(clap::Args)]
@@ -75,15 +75,6 @@ fn cli_scope() -> CollectionScope {
     }
 }
 
-pub(crate) fn load_config(ctx: &Context) -> anyhow::Result<ResearchConfig> {
-    let default = Path::new("configs/config.json");
-    let path = ctx
-        .config
-        .as_deref()
-        .or_else(|| default.is_file().then_some(default));
-    Ok(ResearchConfig::load(path)?)
-}
-
 pub(crate) fn parse_settings(
     json_text: Option<&str>,
     pairs: &[String],
@@ -106,130 +97,29 @@ pub(crate) fn parse_settings(
     Ok((!obj.is_empty()).then_some(Value::Object(obj)))
 }
 
-struct Opened {
-    research: Research,
-    store: Arc<SqlStore>,
-}
-
-pub(crate) async fn connect(ctx: &Context) -> anyhow::Result<Arc<SqlStore>> {
-    let store = SqlStore::connect(&ctx.database_url)
-        .await
-        .with_context(|| format!("cannot open database {}", shown_db(&ctx.database_url)))?;
-    Ok(Arc::new(store))
-}
-
-/// The database named for a person, without a password.
-fn shown_db(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://…{}", &url[..s], &url[at..]),
-        _ => url.to_string(),
-    }
-}
-
-pub(crate) async fn open_corpus(
-    ctx: &Context,
-    config: &ResearchConfig,
-    dir: &Path,
-    quiet: bool,
-) -> anyhow::Result<Arc<Corpus>> {
-    let corpus = Corpus::open(dir, &ctx.index_dir)
-        .await?
-        .with_parser(crate::pdf_worker::content_parser(config));
-    let tty = std::io::stderr().is_terminal();
-    let progress = move |done: usize, total: usize| {
-        if quiet || total < 20 {
-            return;
-        }
-        if tty {
-            eprint!("\rindexing {done}/{total} files");
-            if done == total {
-                eprintln!();
-            }
-        } else if done == total || done.is_multiple_of(100) {
-            eprintln!("indexing {done}/{total} files");
-        }
-    };
-    let report = corpus.refresh(&progress).await?;
-    if !quiet {
-        eprintln!(
-            "corpus: {} documents ({} new, {} changed, {} removed) in {} ms{}",
-            report.indexed,
-            report.added,
-            report.updated,
-            report.removed,
-            report.elapsed_ms,
-            if report.skipped.is_empty() {
-                String::new()
-            } else {
-                format!("; {} files skipped", report.skipped.len())
-            }
-        );
-        for (path, why) in report.skipped.iter().take(5) {
-            eprintln!("  skipped {path}: {why}");
-        }
-    }
-    Ok(Arc::new(corpus))
-}
-
-/// Research on `store` over `corpus`.
-pub(crate) fn research_service(
-    config: ResearchConfig,
-    store: Arc<SqlStore>,
-    corpus: Arc<Corpus>,
-    engine_config: EngineConfig,
-) -> anyhow::Result<Research> {
-    // `web_search` and `fetch_url` as the config's search and fetch sections say; the corpus
-    // serves its own file:// URLs either way.
-    let tools =
-        fathom_research::web::web_tools(&config.web, Some(corpus)).map_err(|e| anyhow!(e))?;
-    // The agent when the config or OPENAI_* name a model; else the offline planner and writer.
-    let models = match &config.llm.roles {
-        Some(roles) => Some(fathom_research::agent::Models::from_roles(roles)?),
-        None => None,
-    };
-    let deps = ResearchDeps {
-        parser: crate::pdf_worker::content_parser(&config),
-        models,
-        config,
-        search: tools.search,
-        fetcher: tools.fetcher,
-        sessions: store.clone(),
-        artifacts: store.clone(),
-    };
-    Ok(Research::new(store, engine_config, deps))
-}
-
 fn build(
-    config: ResearchConfig,
+    app: &App,
     store: Arc<SqlStore>,
     corpus: Arc<Corpus>,
     run_id: &str,
 ) -> anyhow::Result<Opened> {
     // One owner id per session: a resumed session takes its run back from a dead process at
     // once instead of waiting for the lease to expire.
+    let engine = app.engine_config(format!("cli-{run_id}"));
     Ok(Opened {
-        research: research_service(
-            config,
-            store.clone(),
-            corpus,
-            EngineConfig {
-                owner: format!("cli-{run_id}"),
-                ..Default::default()
-            },
-        )?,
+        research: app.research(store.clone(), corpus, engine)?,
         store,
     })
 }
 
-pub async fn research(ctx: &Context, args: ResearchArgs) -> anyhow::Result<ExitCode> {
-    let config = load_config(ctx)?;
+pub async fn research(app: &App, args: ResearchArgs) -> anyhow::Result<ExitCode> {
     let settings = parse_settings(args.settings.as_deref(), &args.set)?;
     // Checked before anything is opened or stored.
-    let start = check_start(&config, &args.question, settings)?;
-    let store = connect(ctx).await?;
-    let corpus = open_corpus(ctx, &config, &args.corpus, args.events).await?;
+    let start = check_start(&app.config.research, &args.question, settings)?;
+    let store = app.connect().await?;
+    let corpus = app.open_corpus(&args.corpus, args.events).await?;
     let run_id = new_id();
-    let opened = build(config, store.clone(), corpus.clone(), &run_id)?;
+    let opened = build(app, store.clone(), corpus.clone(), &run_id)?;
     let run = opened
         .research
         .engine
@@ -268,9 +158,8 @@ pub async fn research(ctx: &Context, args: ResearchArgs) -> anyhow::Result<ExitC
     .await
 }
 
-pub async fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<ExitCode> {
-    let config = load_config(ctx)?;
-    let store = connect(ctx).await?;
+pub async fn resume(app: &App, args: ResumeArgs) -> anyhow::Result<ExitCode> {
+    let store = app.connect().await?;
     let run = store
         .get_run(&args.id)
         .await?
@@ -304,8 +193,8 @@ pub async fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<ExitCode>
             .and_then(Value::as_str)
             .map(PathBuf::from)
     });
-    let corpus = open_corpus(ctx, &config, &corpus_dir, args.events).await?;
-    let opened = build(config, store.clone(), corpus, &args.id)?;
+    let corpus = app.open_corpus(&corpus_dir, args.events).await?;
+    let opened = build(app, store.clone(), corpus, &args.id)?;
     if run.status == RunStatus::Waiting {
         if args.yes {
             let d = ApproveEvent {
@@ -335,16 +224,6 @@ pub async fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<ExitCode>
 
 fn output_path(given: Option<PathBuf>, id: &str) -> PathBuf {
     given.unwrap_or_else(|| PathBuf::from(format!(".fathom/reports/{id}.md")))
-}
-
-/// A line for a person: stdout normally, stderr when stdout carries the event stream.
-fn say(events: bool, line: &str) {
-    if events {
-        eprintln!("{line}");
-    } else {
-        println!("{line}");
-        let _ = std::io::stdout().flush();
-    }
 }
 
 fn cli_records(store: &Arc<SqlStore>) -> Sessions {
@@ -380,9 +259,9 @@ async fn drive(
     events: bool,
     output: PathBuf,
 ) -> anyhow::Result<ExitCode> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(Notify::new());
     let follower = tokio::spawn(follow(
-        opened.store.clone(),
+        opened.research.engine.clone(),
         id.to_string(),
         events,
         stop.clone(),
@@ -435,14 +314,14 @@ async fn drive(
                     return Ok((ExitCode::FAILURE, None));
                 }
                 RunStatus::Running => {
-                    // Leased by another live process; check again shortly.
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    // Leased by another live process: look again when it changes.
+                    opened.research.engine.changed(id).await;
                 }
             }
         }
     }
     .await;
-    stop.store(true, Ordering::SeqCst);
+    stop.notify_one();
     let _ = follower.await;
     let (code, line) = outcome?;
     if let Some(line) = line {
@@ -459,94 +338,12 @@ fn write_report(path: &Path, markdown: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write report {}", path.display()))
 }
 
-/// Prints new stream events until stopped, then drains what is left.
-async fn follow(store: Arc<SqlStore>, id: String, events: bool, stop: Arc<AtomicBool>) {
-    let mut after = -1;
-    loop {
-        let done = stop.load(Ordering::SeqCst);
-        match store.events_after(&id, after, 500).await {
-            Ok(batch) => {
-                for e in &batch {
-                    after = e.seq;
-                    show_event(&e.envelope, events);
-                }
-                if !batch.is_empty() {
-                    continue;
-                }
-            }
-            Err(e) => eprintln!("fathom: cannot read events: {e}"),
-        }
-        if done {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn show_event(env: &Envelope, events: bool) {
-    if events {
-        if let Ok(line) = serde_json::to_string(env) {
-            println!("{line}");
-        }
-        return;
-    }
-    let v = &env.value;
-    match env.event_type.as_str() {
-        "ToolCallResult" => {}
-        // The agent: who starts on what, and what each reflection decided.
-        "AgentInput" => {
-            let who = v["current_agent_name"].as_str().unwrap_or("");
-            if let Some(task) = who
-                .starts_with("researcher-")
-                .then(|| v["input"][0]["blocks"][0]["text"].as_str())
-                .flatten()
-                .and_then(|t| t.rsplit("Your task: ").next())
-            {
-                eprintln!("  {who} on \"{task}\"");
-            }
-            return;
-        }
-        "AgentOutput" if v["current_agent_name"] == "reflection" => {
-            let r = &v["structured_response"];
-            if let Some(decision) = r["decision"].as_str() {
-                eprintln!(
-                    "  reflection: {decision} ({})",
-                    r["reason"].as_str().unwrap_or("")
-                );
-            }
-            return;
-        }
-        _ => return,
-    }
-    let tool = v["tool_name"].as_str().unwrap_or("");
-    let out = &v["tool_output"];
-    let text = out["blocks"][0]["text"].as_str().unwrap_or("");
-    if out["is_error"].as_bool() == Some(true) {
-        eprintln!("  {tool} failed: {text}");
-        return;
-    }
-    match tool {
-        "web_search" => eprintln!(
-            "  searched \"{}\": {} results",
-            v["tool_kwargs"]["query"].as_str().unwrap_or(""),
-            out["raw_output"]["hits"].as_array().map_or(0, Vec::len)
-        ),
-        // The agent's fetch_url reads (fetch and parse in one call) and names the title.
-        "parse_content" | "fetch_url" if out["raw_output"]["title"].is_string() => eprintln!(
-            "  read \"{}\"",
-            out["raw_output"]["title"].as_str().unwrap_or("")
-        ),
-        "update_report" => eprintln!("  wrote {}", text.trim_start_matches("Updated ")),
-        _ => {}
-    }
-}
-
 async fn current_plan(research: &Research, id: &str) -> anyhow::Result<Plan> {
     let session = research.sessions().get(id).await?;
     Ok(serde_json::from_value(session["plan"].clone())?)
 }
 
-fn render_plan(plan: &Plan) -> String {
+pub(crate) fn render_plan(plan: &Plan) -> String {
     format!("\n{}\n", plan.to_text())
 }
 
@@ -661,55 +458,4 @@ fn edit_plan(plan: &Plan) -> anyhow::Result<Plan> {
     }
     out.validate().map_err(|e| anyhow!("edited plan: {e}"))?;
     Ok(out)
-}
-
-pub async fn sessions_list(ctx: &Context, limit: i64) -> anyhow::Result<()> {
-    let config = load_config(ctx)?;
-    let store = connect(ctx).await?;
-    let sessions = Sessions::new(store, &config).list(limit).await?;
-    if sessions.is_empty() {
-        eprintln!("no research sessions yet");
-    }
-    for s in sessions {
-        println!(
-            "{}  {:<17} {}",
-            s["research_id"].as_str().unwrap_or("?"),
-            s["status"].as_str().unwrap_or("?"),
-            s["query"].as_str().unwrap_or("")
-        );
-    }
-    Ok(())
-}
-
-pub async fn sessions_show(ctx: &Context, id: &str) -> anyhow::Result<()> {
-    let config = load_config(ctx)?;
-    let store = connect(ctx).await?;
-    let s = Sessions::new(store, &config).get(id).await?;
-    println!("session   {id}");
-    println!("question  {}", s["query"].as_str().unwrap_or(""));
-    println!("status    {}", s["status"].as_str().unwrap_or(""));
-    if let Ok(plan) = serde_json::from_value::<Plan>(s["plan"].clone()) {
-        print!("{}", render_plan(&plan));
-    }
-    if let Some(sources) = s["sources"].as_array() {
-        println!("sources:");
-        for src in sources {
-            println!(
-                "  [{}] {} {}",
-                src["status"].as_str().unwrap_or(""),
-                src["title"].as_str().unwrap_or(""),
-                src["url"].as_str().unwrap_or("")
-            );
-        }
-    }
-    if let Some(md) = s["report_markdown"].as_str().filter(|m| !m.is_empty()) {
-        println!("\n{md}");
-    }
-    Ok(())
-}
-
-pub async fn index(ctx: &Context, dir: &Path) -> anyhow::Result<()> {
-    let corpus = open_corpus(ctx, &load_config(ctx)?, dir, false).await?;
-    println!("index {}", corpus.index_path().display());
-    Ok(())
 }

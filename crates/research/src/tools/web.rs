@@ -8,9 +8,10 @@ use async_trait::async_trait;
 use fathom_fetch::SafeFetcher;
 use serde_json::{Value, json};
 
-use crate::corpus::{Corpus, Fetched, SearchHit};
-use crate::parse::DocKind;
-use crate::tools::{Fetcher, SearchProvider};
+use fathom_corpus::{Corpus, Fetched, SearchHit};
+use fathom_parse::DocKind;
+
+use super::{Fetcher, SearchProvider};
 
 /// The form of a URL two results are compared by: lower-case scheme and host, no default
 /// port, no fragment, no tracking parameters, no trailing slash on a non-root path.
@@ -278,6 +279,51 @@ impl SearchProvider for WebSearch {
     }
 }
 
+/// Where `web_search` looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// The local corpus (offline).
+    Corpus,
+    Searxng,
+    Tavily,
+    Brave,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Corpus => "corpus",
+            Provider::Searxng => "searxng",
+            Provider::Tavily => "tavily",
+            Provider::Brave => "brave",
+        }
+    }
+}
+
+/// Where `web_search` looks and how `fetch_url` reads the web.
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    pub provider: Provider,
+    pub base_url: Option<String>,
+    /// The environment variable holding the search API key (default: `PROVIDER_API_KEY`).
+    pub api_key_env: Option<String>,
+    pub search_timeout: Duration,
+    pub fetch: fathom_fetch::FetchConfig,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        WebConfig {
+            provider: Provider::Corpus,
+            base_url: None,
+            api_key_env: None,
+            search_timeout: Duration::from_secs(15),
+            fetch: fathom_fetch::FetchConfig::default(),
+        }
+    }
+}
+
 /// The two web tools: where `web_search` looks and how `fetch_url` reads.
 pub struct WebTools {
     pub search: Arc<dyn SearchProvider>,
@@ -286,28 +332,21 @@ pub struct WebTools {
 
 /// The `web_search` and `fetch_url` tools the config asks for. The corpus, when given, serves
 /// `file://` URLs and is the search provider for `provider: corpus`.
-pub fn web_tools(
-    config: &crate::settings::WebConfig,
-    corpus: Option<Arc<Corpus>>,
-) -> Result<WebTools, String> {
+pub fn web_tools(config: &WebConfig, corpus: Option<Arc<Corpus>>) -> Result<WebTools, String> {
     let fetcher: Arc<dyn Fetcher> = Arc::new(WebFetcher::new(
         SafeFetcher::new(config.fetch.clone()),
         corpus.clone(),
     ));
+    let provider = config.provider.as_str();
     let key = || -> Result<String, String> {
         let var = config
             .api_key_env
             .clone()
-            .unwrap_or_else(|| format!("{}_API_KEY", config.provider.to_ascii_uppercase()));
+            .unwrap_or_else(|| format!("{}_API_KEY", provider.to_ascii_uppercase()));
         std::env::var(&var)
             .ok()
             .filter(|k| !k.trim().is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "search.provider {} needs an API key in ${var}",
-                    config.provider
-                )
-            })
+            .ok_or_else(|| format!("search.provider {provider} needs an API key in ${var}"))
     };
     let base = |default: &str| {
         config
@@ -315,29 +354,28 @@ pub fn web_tools(
             .clone()
             .unwrap_or_else(|| default.to_string())
     };
-    let api = match config.provider.as_str() {
-        "corpus" => {
+    let api = match config.provider {
+        Provider::Corpus => {
             let corpus = corpus.ok_or("search.provider corpus needs a corpus folder")?;
             return Ok(WebTools {
                 search: corpus,
                 fetcher,
             });
         }
-        "searxng" => SearchApi::Searxng {
+        Provider::Searxng => SearchApi::Searxng {
             base_url: config
                 .base_url
                 .clone()
                 .ok_or("search.provider searxng needs search.base_url")?,
         },
-        "tavily" => SearchApi::Tavily {
+        Provider::Tavily => SearchApi::Tavily {
             base_url: base("https://api.tavily.com"),
             api_key: key()?,
         },
-        "brave" => SearchApi::Brave {
+        Provider::Brave => SearchApi::Brave {
             base_url: base("https://api.search.brave.com"),
             api_key: key()?,
         },
-        other => return Err(format!("unknown search provider '{other}'")),
     };
     Ok(WebTools {
         search: Arc::new(WebSearch::new(api, config.search_timeout)?),

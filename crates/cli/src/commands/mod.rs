@@ -1,0 +1,9 @@
+//! One module per command.
+
+pub mod eval;
+pub mod fetch;
+pub mod index;
+pub mod pdf_worker;
+pub mod research;
+pub mod serve;
+pub mod sessions;

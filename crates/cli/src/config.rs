@@ -1,0 +1,579 @@
+//! The application config: `configs/config.json` (or `--config FILE`, or the copy built into
+//! the binary) read into typed sections, every key known (a misspelt key is an error naming
+//! it and the file), checked once at start, and turned into what each part of Fathom runs
+//! with. The research settings schema in it stays the single source for per-run settings.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fathom_engine::EngineConfig;
+use fathom_fetch::FetchConfig;
+use fathom_llm::ModelConfig;
+use fathom_parse::pdf::PdfLimits;
+use fathom_research::ResearchConfig;
+use fathom_research::agent::AgentRoles;
+use fathom_research::tools::web::{Provider, WebConfig};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// The config file shipped with Fathom, used when no other is given.
+pub const EMBEDDED_CONFIG: &str = include_str!("../../../configs/config.json");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {reason}")]
+    Read { path: String, reason: String },
+    /// Not JSON, an unknown key or a value of the wrong type: the key is named.
+    #[error("config {path}: {reason}")]
+    Invalid { path: String, reason: String },
+}
+
+/// The file, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    engine: EngineSection,
+    #[serde(default)]
+    storage: StorageSection,
+    #[serde(default)]
+    agent_data: AgentDataSection,
+    #[serde(default)]
+    search: SearchSection,
+    #[serde(default)]
+    fetch: FetchSection,
+    #[serde(default)]
+    llm: LlmSection,
+    #[serde(default)]
+    parse: ParseSection,
+    research: ResearchSection,
+}
+
+/// How runs are driven.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct EngineSection {
+    /// A run whose owner stops renewing its lease this long is taken over by another process.
+    lease_ttl_seconds: u64,
+    /// How often idle workers and followers look for work and events other processes made.
+    poll_interval_ms: u64,
+    /// Runs one process drives at once.
+    max_concurrent_runs: usize,
+}
+
+impl Default for EngineSection {
+    fn default() -> Self {
+        EngineSection {
+            lease_ttl_seconds: 30,
+            poll_interval_ms: 250,
+            max_concurrent_runs: 16,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct StorageSection {
+    /// A SQLite path or `sqlite:` URL, or a `postgres://` URL; `--database-url` and
+    /// `DATABASE_URL` win over it.
+    database_url: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct AgentDataSection {
+    deployment_name: String,
+    research_collection: String,
+}
+
+impl Default for AgentDataSection {
+    fn default() -> Self {
+        AgentDataSection {
+            deployment_name: "_public".into(),
+            research_collection: "research-sessions".into(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct SearchSection {
+    provider: Provider,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    timeout_seconds: u64,
+}
+
+impl Default for SearchSection {
+    fn default() -> Self {
+        SearchSection {
+            provider: Provider::Corpus,
+            base_url: None,
+            api_key_env: None,
+            timeout_seconds: 15,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct FetchSection {
+    allow_private_networks: bool,
+    obey_robots: bool,
+    max_bytes: u64,
+    timeout_seconds: u64,
+    per_host_interval_ms: u64,
+    /// PEM files of private certificate authorities, relative to the config file's folder.
+    ca_files: Vec<PathBuf>,
+}
+
+impl Default for FetchSection {
+    fn default() -> Self {
+        FetchSection {
+            allow_private_networks: false,
+            obey_robots: true,
+            max_bytes: FetchConfig::default().max_bytes as u64,
+            timeout_seconds: 30,
+            per_host_interval_ms: 500,
+            ca_files: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct LlmSection {
+    model: Option<String>,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    timeout_seconds: u64,
+    idle_timeout_seconds: u64,
+    max_attempts: u32,
+    planner: RoleSection,
+    researcher: RoleSection,
+    writer: RoleSection,
+}
+
+impl Default for LlmSection {
+    fn default() -> Self {
+        LlmSection {
+            model: None,
+            base_url: None,
+            api_key_env: None,
+            timeout_seconds: 300,
+            idle_timeout_seconds: 60,
+            max_attempts: 4,
+            planner: RoleSection::default(),
+            researcher: RoleSection::default(),
+            writer: RoleSection::default(),
+        }
+    }
+}
+
+/// One agent role's own model, over the section's.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RoleSection {
+    model: Option<String>,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ParseSection {
+    pdf_timeout_seconds: u64,
+    pdf_memory_mib: u64,
+    pdf_max_pages: u32,
+}
+
+impl Default for ParseSection {
+    fn default() -> Self {
+        let d = PdfLimits::default();
+        ParseSection {
+            pdf_timeout_seconds: d.timeout.as_secs(),
+            pdf_memory_mib: d.memory_mib,
+            pdf_max_pages: d.max_pages,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResearchSection {
+    /// The folder `fathom serve` searches when `--corpus` is not given, relative to the
+    /// config file's folder.
+    #[serde(default)]
+    corpus: Option<PathBuf>,
+    defaults: Map<String, Value>,
+    settings_schema: Value,
+}
+
+/// The config, checked, as the parts of Fathom use it.
+#[derive(Debug, Clone)]
+pub struct AppConfig {
+    pub engine: EngineConfig,
+    /// `storage.database_url`, if set.
+    pub database_url: Option<String>,
+    pub research: ResearchConfig,
+    /// `research.corpus`, resolved against the config file's folder.
+    pub corpus: Option<PathBuf>,
+    pub web: WebConfig,
+    pub pdf: PdfLimits,
+    /// The agent's models; None runs the offline planner and writer.
+    pub agent: Option<AgentRoles>,
+}
+
+impl AppConfig {
+    /// The config at `path`, else `configs/config.json` when it exists, else the built-in one.
+    pub fn load(path: Option<&Path>) -> Result<AppConfig, ConfigError> {
+        let default = Path::new("configs/config.json");
+        let path = path.or_else(|| default.is_file().then_some(default));
+        let (source, text) = match path {
+            Some(p) => (
+                p.display().to_string(),
+                std::fs::read_to_string(p).map_err(|e| ConfigError::Read {
+                    path: p.display().to_string(),
+                    reason: e.to_string(),
+                })?,
+            ),
+            None => ("(embedded)".to_string(), EMBEDDED_CONFIG.to_string()),
+        };
+        let base = path.and_then(Path::parent).map(Path::to_path_buf);
+        Self::parse(&text, &source, base.as_deref(), &|k| std::env::var(k).ok())
+    }
+
+    /// The config in `text`; relative paths in it are taken from `base`, and `env` gives the
+    /// environment (`OPENAI_*`, API keys).
+    pub fn parse(
+        text: &str,
+        source: &str,
+        base: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<AppConfig, ConfigError> {
+        let invalid = |reason: String| ConfigError::Invalid {
+            path: source.to_string(),
+            reason,
+        };
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let file: ConfigFile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let at = e.path().to_string();
+            match at.as_str() {
+                "." | "" => invalid(e.inner().to_string()),
+                _ => invalid(format!("{at}: {}", e.inner())),
+            }
+        })?;
+        let in_base = |p: &Path| match base {
+            Some(dir) => dir.join(p),
+            None => p.to_path_buf(),
+        };
+        let e = &file.engine;
+        if e.lease_ttl_seconds == 0 || e.poll_interval_ms < 10 || e.max_concurrent_runs == 0 {
+            return Err(invalid(
+                "engine: lease_ttl_seconds and max_concurrent_runs must be at least 1, poll_interval_ms at least 10".into(),
+            ));
+        }
+        let engine = EngineConfig {
+            lease_ttl: Duration::from_secs(e.lease_ttl_seconds),
+            poll_interval: Duration::from_millis(e.poll_interval_ms),
+            max_concurrent_runs: e.max_concurrent_runs,
+            ..EngineConfig::default()
+        };
+        let p = &file.parse;
+        if p.pdf_timeout_seconds == 0 || p.pdf_memory_mib < 32 || p.pdf_max_pages == 0 {
+            return Err(invalid(
+                "parse: pdf_timeout_seconds and pdf_max_pages must be at least 1, pdf_memory_mib at least 32".into(),
+            ));
+        }
+        let pdf = PdfLimits {
+            timeout: Duration::from_secs(p.pdf_timeout_seconds),
+            memory_mib: p.pdf_memory_mib,
+            max_pages: p.pdf_max_pages,
+        };
+        let research = ResearchConfig::new(
+            &file.agent_data.deployment_name,
+            &file.agent_data.research_collection,
+            file.research.defaults,
+            file.research.settings_schema,
+        )
+        .map_err(invalid)?;
+        let corpus = file
+            .research
+            .corpus
+            .filter(|c| !c.as_os_str().is_empty())
+            .map(|c| in_base(&c));
+        Ok(AppConfig {
+            engine,
+            database_url: file.storage.database_url.filter(|u| !u.trim().is_empty()),
+            research,
+            corpus,
+            web: web_config(&file.search, &file.fetch, &in_base).map_err(invalid)?,
+            pdf,
+            agent: agent_roles(&file.llm, env).map_err(invalid)?,
+        })
+    }
+}
+
+fn web_config(
+    search: &SearchSection,
+    fetch: &FetchSection,
+    in_base: &dyn Fn(&Path) -> PathBuf,
+) -> Result<WebConfig, String> {
+    let mut config = FetchConfig {
+        allow_private_networks: fetch.allow_private_networks,
+        obey_robots: fetch.obey_robots,
+        max_bytes: fetch.max_bytes as usize,
+        total_timeout: Duration::from_secs(fetch.timeout_seconds.max(1)),
+        per_host_interval: Duration::from_millis(fetch.per_host_interval_ms),
+        ..FetchConfig::default()
+    };
+    for file in fetch.ca_files.iter().take(64) {
+        let path = in_base(file);
+        let pem =
+            std::fs::read(&path).map_err(|e| format!("fetch.ca_files: {}: {e}", path.display()))?;
+        config
+            .trust_pem(&pem)
+            .map_err(|e| format!("fetch.ca_files: {}: {e}", path.display()))?;
+    }
+    Ok(WebConfig {
+        provider: search.provider,
+        base_url: search.base_url.clone().filter(|u| !u.trim().is_empty()),
+        api_key_env: search.api_key_env.clone().filter(|k| !k.trim().is_empty()),
+        search_timeout: Duration::from_secs(search.timeout_seconds.max(1)),
+        fetch: config,
+    })
+}
+
+/// The model of each role: the role's own values over the environment's `OPENAI_BASE_URL`
+/// and `OPENAI_MODEL` over the section's. All three roles or none.
+fn agent_roles(
+    llm: &LlmSection,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<AgentRoles>, String> {
+    let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    let text = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let role = |own: &RoleSection| -> Option<ModelConfig> {
+        let model = text(&own.model)
+            .or_else(|| env("OPENAI_MODEL"))
+            .or(text(&llm.model))?;
+        let base = text(&own.base_url)
+            .or_else(|| env("OPENAI_BASE_URL"))
+            .or(text(&llm.base_url))
+            .unwrap_or_else(|| "https://api.openai.com/v1".into());
+        let key_var = text(&own.api_key_env)
+            .or(text(&llm.api_key_env))
+            .unwrap_or_else(|| "OPENAI_API_KEY".into());
+        let mut c = ModelConfig::new(&base, &model, env(&key_var));
+        c.timeout = Duration::from_secs(llm.timeout_seconds.max(1));
+        c.idle_timeout = Duration::from_secs(llm.idle_timeout_seconds.max(1));
+        c.max_attempts = llm.max_attempts.clamp(1, 10);
+        Some(c)
+    };
+    match (role(&llm.planner), role(&llm.researcher), role(&llm.writer)) {
+        (Some(planner), Some(researcher), Some(writer)) => Ok(Some(AgentRoles {
+            planner,
+            researcher,
+            writer,
+        })),
+        (None, None, None) => Ok(None),
+        _ => Err("llm: give every role (planner, researcher, writer) a model, or set llm.model or OPENAI_MODEL for all".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn shipped() -> Value {
+        serde_json::from_str(EMBEDDED_CONFIG).expect("the shipped config is JSON")
+    }
+
+    fn parse(json: &Value, env: &[(&str, &str)]) -> Result<AppConfig, String> {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        AppConfig::parse(&json.to_string(), "test.json", None, &|k| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_key_of_the_shipped_config_is_read() {
+        let mut json = shipped();
+        json["engine"] =
+            json!({"lease_ttl_seconds": 7, "poll_interval_ms": 40, "max_concurrent_runs": 3});
+        json["storage"]["database_url"] = json!("postgres://db/fathom");
+        json["agent_data"]["research_collection"] = json!("notes");
+        let c = parse(&json, &[]).unwrap();
+        assert_eq!(c.engine.lease_ttl, Duration::from_secs(7));
+        assert_eq!(c.engine.poll_interval, Duration::from_millis(40));
+        assert_eq!(c.engine.max_concurrent_runs, 3);
+        assert_eq!(c.database_url.as_deref(), Some("postgres://db/fathom"));
+        assert_eq!(c.research.research_collection, "notes");
+        let embedded = AppConfig::parse(EMBEDDED_CONFIG, "(embedded)", None, &|_| None).unwrap();
+        assert!(embedded.research.settings(None).unwrap().require_approval);
+        assert_eq!(embedded.web.provider, Provider::Corpus);
+        assert!(embedded.agent.is_none());
+    }
+
+    #[test]
+    fn a_misspelt_key_and_a_wrong_type_are_named_with_the_file() {
+        let mut json = shipped();
+        json["engine"]["lease_ttl_secs"] = json!(10);
+        let err = parse(&json, &[]).unwrap_err();
+        assert!(
+            err.starts_with("config test.json: engine: unknown field `lease_ttl_secs`"),
+            "{err}"
+        );
+        let mut json = shipped();
+        json["engine"]["poll_interval_ms"] = json!("fast");
+        let err = parse(&json, &[]).unwrap_err();
+        assert!(
+            err.starts_with(
+                "config test.json: engine.poll_interval_ms: invalid type: string \"fast\""
+            ),
+            "{err}"
+        );
+        let mut json = shipped();
+        json["colour"] = json!("blue");
+        let err = parse(&json, &[]).unwrap_err();
+        assert!(err.contains("unknown field `colour`"), "{err}");
+        let mut json = shipped();
+        json["search"]["provider"] = json!("altavista");
+        let err = parse(&json, &[]).unwrap_err();
+        assert!(
+            err.contains("search.provider: unknown variant `altavista`"),
+            "{err}"
+        );
+        let err = AppConfig::parse("{", "broken.json", None, &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("config broken.json: EOF while parsing"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn corpus_is_relative_to_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut json = shipped();
+        json["research"]["corpus"] = json!("docs");
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, json.to_string()).unwrap();
+        let loaded = AppConfig::load(Some(&path)).unwrap();
+        assert_eq!(loaded.corpus, Some(dir.path().join("docs")));
+        json["research"]["corpus"] = json!(3);
+        std::fs::write(&path, json.to_string()).unwrap();
+        let err = AppConfig::load(Some(&path)).unwrap_err().to_string();
+        assert!(
+            err.contains("research.corpus: invalid type: integer `3`"),
+            "{err}"
+        );
+        assert!(err.contains(&path.display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn ca_files_and_pdf_limits_are_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("certs")).unwrap();
+        std::fs::write(
+            dir.path().join("certs/ca.pem"),
+            include_bytes!("../../fetch/tests/tls/ca.pem"),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("certs/junk.pem"), "junk").unwrap();
+        let path = dir.path().join("config.json");
+        let mut json = shipped();
+        json["fetch"]["ca_files"] = json!(["certs/ca.pem"]);
+        json["parse"]["pdf_memory_mib"] = json!(256);
+        std::fs::write(&path, json.to_string()).unwrap();
+        let loaded = AppConfig::load(Some(&path)).unwrap();
+        assert_eq!(loaded.web.fetch.extra_roots.len(), 1);
+        assert_eq!(loaded.pdf.memory_mib, 256);
+        let embedded = AppConfig::parse(EMBEDDED_CONFIG, "(embedded)", None, &|_| None).unwrap();
+        assert_eq!(embedded.pdf, PdfLimits::default());
+        for (key, value, expected) in [
+            (
+                "fetch",
+                json!({"ca_files": ["certs/junk.pem"]}),
+                "certs/junk.pem: no PEM certificate",
+            ),
+            (
+                "fetch",
+                json!({"ca_files": ["certs/none.pem"]}),
+                "certs/none.pem: No such file",
+            ),
+            (
+                "parse",
+                json!({"pdf_memory_mib": 8}),
+                "pdf_memory_mib at least 32",
+            ),
+            (
+                "parse",
+                json!({"pdf_timeout_seconds": "soon"}),
+                "parse.pdf_timeout_seconds: invalid type: string \"soon\"",
+            ),
+        ] {
+            let mut bad = json.clone();
+            bad[key] = value;
+            std::fs::write(&path, bad.to_string()).unwrap();
+            let err = AppConfig::load(Some(&path)).unwrap_err().to_string();
+            assert!(err.contains(expected), "{expected}: {err}");
+        }
+    }
+
+    #[test]
+    fn models_come_from_the_environment_and_per_role_config() {
+        let llm = |v: Value| {
+            let mut json = shipped();
+            json["llm"] = v;
+            json
+        };
+        assert!(parse(&llm(json!({})), &[]).unwrap().agent.is_none());
+        let all = parse(
+            &llm(json!({})),
+            &[
+                ("OPENAI_MODEL", "gpt-x"),
+                ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1/"),
+                ("OPENAI_API_KEY", "sk-1"),
+            ],
+        )
+        .unwrap()
+        .agent
+        .unwrap();
+        assert_eq!(all.writer.model, "gpt-x");
+        assert_eq!(all.planner.base_url, "http://127.0.0.1:9/v1");
+        assert_eq!(all.researcher.api_key.as_deref(), Some("sk-1"));
+        let mixed = parse(
+            &llm(json!({"model": "base", "timeout_seconds": 20,
+                    "writer": {"model": "big", "base_url": "http://w/v1", "api_key_env": "W_KEY"}})),
+            &[("W_KEY", "sk-w")],
+        )
+        .unwrap()
+        .agent
+        .unwrap();
+        assert_eq!(
+            (mixed.planner.model.as_str(), mixed.writer.model.as_str()),
+            ("base", "big")
+        );
+        assert_eq!(mixed.writer.api_key.as_deref(), Some("sk-w"));
+        assert_eq!(mixed.planner.api_key, None);
+        assert_eq!(mixed.writer.timeout, Duration::from_secs(20));
+        let partial = parse(&llm(json!({"planner": {"model": "p"}})), &[]);
+        assert!(partial.unwrap_err().contains("every role"));
+        let bad = parse(&llm(json!({"model": 3})), &[]).unwrap_err();
+        assert!(
+            bad.contains("llm.model: invalid type: integer `3`"),
+            "{bad}"
+        );
+    }
+}

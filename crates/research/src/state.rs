@@ -1,0 +1,182 @@
+//! The run state of `deep-research` (also the body of each session snapshot) and the context
+//! its steps and agents run in.
+
+use fathom_engine::store::now_ms;
+use fathom_engine::{Ctx, StepError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::events::ParsedRef;
+use crate::planner::Plan;
+use crate::report::Report;
+use crate::settings::Settings;
+use fathom_corpus::SearchHit;
+
+/// The context every step and agent of `deep-research` runs in.
+pub type RunCtx = Ctx<ResearchState>;
+
+/// A session's status, as saved in the `research-sessions` collection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    #[default]
+    Planning,
+    AwaitingApproval,
+    Running,
+    Completed,
+    Failed,
+}
+
+/// A source found by search, and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceEntry {
+    pub url: String,
+    pub title: String,
+    pub snippet: String,
+    /// `found`, `read` or `failed`.
+    pub status: String,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The fetched bytes' artifact (sha256), once read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub byline: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical_url: Option<String>,
+    /// Pages in the document (PDF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<u32>,
+}
+
+impl SourceEntry {
+    /// A search result, not yet read.
+    pub(crate) fn found(hit: &SearchHit) -> SourceEntry {
+        SourceEntry {
+            url: hit.url.clone(),
+            title: hit.title.clone(),
+            snippet: hit.snippet.clone(),
+            status: "found".into(),
+            error: None,
+            file_id: None,
+            byline: None,
+            published: None,
+            site_name: None,
+            canonical_url: None,
+            pages: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactRef {
+    pub file_id: String,
+    pub kind: String,
+    pub url: Option<String>,
+}
+
+/// The run state of `deep-research`; also the body of the session snapshot.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ResearchState {
+    pub research_id: String,
+    pub query: String,
+    pub settings: Option<Settings>,
+    pub status: SessionStatus,
+    pub round: u32,
+    pub plan: Option<Plan>,
+    pub feedback: Vec<String>,
+    pub answers: Vec<String>,
+    pub sources: Vec<SourceEntry>,
+    pub artifacts: Vec<ArtifactRef>,
+    pub report: Report,
+    pub report_markdown: String,
+    /// When research must wrap up (set at approval: waiting at the gate is not research).
+    pub research_deadline_ms: Option<i64>,
+    pub tool_calls: u32,
+    /// Tokens the agent's model calls used (prompt and completion).
+    #[serde(default)]
+    pub tokens_used: u64,
+    /// What the agent's researchers gathered, kept apart from the report.
+    #[serde(default)]
+    pub gathered: Option<Gathered>,
+}
+
+impl ResearchState {
+    pub(crate) fn settings(&self) -> Result<&Settings, StepError> {
+        self.settings
+            .as_ref()
+            .ok_or_else(|| StepError::failed("run state has no settings"))
+    }
+
+    /// The session record written to the research collection.
+    pub fn snapshot(&self) -> Value {
+        json!({
+            "research_id": self.research_id,
+            "query": self.query,
+            "status": self.status,
+            "round": self.round,
+            "plan": self.plan,
+            "settings": self.settings,
+            "sources": self.sources,
+            "artifacts": self.artifacts,
+            "report_markdown": self.report_markdown,
+            "cited_sources": self.report.sources,
+            "tokens_used": self.tokens_used,
+            "findings": self.gathered.as_ref().map(|g| &g.findings),
+            "cut_short": self.gathered.as_ref().and_then(|g| g.cut_short.as_ref()),
+            "updated_at_ms": now_ms(),
+        })
+    }
+}
+
+/// A fact a researcher found, with the URL it was read at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Finding {
+    /// One self-contained, specific statement (numbers, names, dates kept).
+    pub fact: String,
+    /// The URL of the source it was read in (one the researcher fetched).
+    pub url: String,
+}
+
+/// What the researchers gathered, kept apart from the writing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Gathered {
+    pub findings: Vec<Finding>,
+    /// Documents read, in the order first read.
+    pub read: Vec<ParsedRef>,
+    /// Research tasks done, in order.
+    pub done: Vec<String>,
+    /// Why research stopped before the plan's end, if it did.
+    pub cut_short: Option<String>,
+}
+
+/// The next tool call id of the run (`tool-n`): unique in the run, stable across re-runs.
+pub(crate) fn next_tool_id(ctx: &RunCtx, tool: &str) -> String {
+    ctx.edit_state(|s| {
+        s.tool_calls += 1;
+        format!("{tool}-{}", s.tool_calls)
+    })
+}
+
+impl ResearchState {
+    /// When research should stop gathering and write up what it has: a tenth of the budget
+    /// (at least 3 s) before the deadline is kept for reading and writing.
+    pub(crate) fn wrap_up_at(&self) -> Option<i64> {
+        let deadline = self.research_deadline_ms?;
+        let budget_ms = self
+            .settings
+            .as_ref()
+            .map_or(0, |x| x.timeout_seconds as i64 * 1000);
+        Some(deadline - (budget_ms / 10).max(3000))
+    }
+}
+
+/// Whether the time `at` (ms since the epoch) has come.
+pub(crate) fn past(at: Option<i64>) -> bool {
+    at.is_some_and(|t| now_ms() >= t)
+}

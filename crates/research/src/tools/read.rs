@@ -1,0 +1,104 @@
+//! Reading a document: `fetch_url` stores the fetched bytes content-addressed, and
+//! `parse_content` stores the parsed form. Shared by the offline steps and the researchers.
+
+use fathom_parse::{DocKind, ParsedDoc};
+use serde::{Deserialize, Serialize};
+
+use super::{ToolResult, Tools};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct FetchedRef {
+    pub(crate) url: String,
+    pub(crate) kind: DocKind,
+    pub(crate) size: usize,
+    pub(crate) file_id: String,
+    #[serde(default)]
+    pub(crate) charset: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ParsedSummary {
+    pub(crate) title: String,
+    pub(crate) words: usize,
+    pub(crate) blocks: usize,
+    pub(crate) file_id: String,
+    // What a citation shows besides the title; absent in journals from before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) byline: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) published: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) canonical_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) site_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pages: Option<u32>,
+}
+
+/// `fetch_url`: the document's bytes, stored content-addressed; the bytes are handed back
+/// too, for a caller that parses them at once.
+impl Tools {
+    pub(crate) async fn fetch_raw(&self, url: &str) -> ToolResult<(FetchedRef, Vec<u8>)> {
+        let f = self.fetcher.fetch(url).await?;
+        let meta = self
+            .artifacts
+            .put_artifact(f.kind.content_type(), &f.bytes)
+            .await
+            .map_err(|e| format!("could not store {url}: {e}"))?;
+        let raw = FetchedRef {
+            url: f.url,
+            kind: f.kind,
+            size: f.bytes.len(),
+            file_id: meta.file_id,
+            charset: f.charset,
+        };
+        Ok((raw, f.bytes))
+    }
+
+    /// `parse_content` of a stored fetch (its bytes read back from storage: after a crash the
+    /// fetch is journaled, its bytes are not in memory).
+    pub(crate) async fn parse_raw(
+        &self,
+        raw: &FetchedRef,
+    ) -> ToolResult<(ParsedSummary, ParsedDoc)> {
+        let bytes = self
+            .artifacts
+            .get_artifact(&raw.file_id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("fetched content is missing from storage")?
+            .bytes;
+        self.parse_bytes(raw, bytes).await
+    }
+
+    /// Parses a fetched document and stores the parsed form as an artifact.
+    pub(crate) async fn parse_bytes(
+        &self,
+        raw: &FetchedRef,
+        bytes: Vec<u8>,
+    ) -> ToolResult<(ParsedSummary, ParsedDoc)> {
+        let doc = self
+            .parser
+            .parse(&raw.url, raw.kind, bytes, raw.charset.clone())
+            .await
+            .map_err(|e| format!("{}: {e}", raw.url))?;
+        let json = serde_json::to_vec(&doc).map_err(|e| e.to_string())?;
+        let meta = self
+            .artifacts
+            .put_artifact("application/vnd.fathom.parsed+json", &json)
+            .await
+            .map_err(|e| e.to_string())?;
+        let summary = ParsedSummary {
+            title: doc.title.clone(),
+            words: doc.words,
+            blocks: doc.blocks.len(),
+            file_id: meta.file_id,
+            byline: doc.byline.clone(),
+            published: doc.published.clone(),
+            canonical_url: doc.canonical_url.clone(),
+            site_name: doc.site_name.clone(),
+            pages: doc.pages,
+        };
+        Ok((summary, doc))
+    }
+}

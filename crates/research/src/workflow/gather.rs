@@ -1,0 +1,228 @@
+//! Phase B, gathering: `run_web_research` (searches, or the agent's researchers) and
+//! `fetch_parse_sources` (reads what was found).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fathom_engine::StepError;
+use serde_json::{Value, json};
+
+use fathom_corpus::SearchHit;
+
+use super::ResearchDeps;
+use crate::events::*;
+use crate::state::{ArtifactRef, SourceEntry, past};
+use crate::state::{RunCtx, next_tool_id};
+use crate::tools::Invocation;
+use crate::tools::read::{FetchedRef, ParsedSummary};
+use crate::tools::web::canonical_url;
+
+pub(super) async fn run_web_research(
+    ctx: RunCtx,
+    deps: Arc<ResearchDeps>,
+    ev: PlanApproved,
+) -> Result<SourcesFound, StepError> {
+    let state = ctx.state();
+    let settings = state.settings()?.clone();
+    let wrap_up = state.wrap_up_at();
+    if let Some(models) = &deps.models {
+        let gathered = crate::agent::researcher::research(
+            &ctx,
+            &deps.tools,
+            models,
+            &ev.plan,
+            &settings,
+            || past(wrap_up),
+        )
+        .await?;
+        let hits: Vec<SearchHit> = gathered
+            .read
+            .iter()
+            .map(|r| SearchHit {
+                url: r.url.clone(),
+                title: r.title.clone(),
+                heading: String::new(),
+                snippet: String::new(),
+                score: 0.0,
+            })
+            .collect();
+        ctx.edit_state(|s| {
+            s.sources = hits
+                .iter()
+                .zip(&gathered.read)
+                .map(|(h, r)| SourceEntry {
+                    status: "read".into(),
+                    file_id: Some(r.file_id.clone()),
+                    ..SourceEntry::found(h)
+                })
+                .collect();
+            s.artifacts
+                .extend(gathered.read.iter().map(|r| ArtifactRef {
+                    file_id: r.file_id.clone(),
+                    kind: "parsed".into(),
+                    url: Some(r.url.clone()),
+                }));
+            s.gathered = Some(gathered);
+        });
+        deps.save_session(&ctx.state()).await?;
+        return Ok(SourcesFound { hits });
+    }
+    let mut per_query: Vec<Vec<SearchHit>> = Vec::new();
+    for query in ev.plan.queries.iter().take(50) {
+        if past(wrap_up) {
+            break;
+        }
+        let id = next_tool_id(&ctx, "web_search");
+        let kwargs = json!({"query": query, "max_results": settings.max_search_results_per_query});
+        let search = deps.tools.search.clone();
+        let (q, k) = (query.clone(), settings.max_search_results_per_query);
+        let hits = Invocation::new("web_search", id, kwargs)
+            .call(
+                &ctx,
+                || async move { search.search(&q, k).await },
+                |hits: &Vec<SearchHit>| {
+                    let mut text = format!("{} results", hits.len());
+                    for h in hits {
+                        text.push_str(&format!("\n- {} ({})", h.title, h.url));
+                    }
+                    text
+                },
+                |hits| json!({ "hits": hits }),
+            )
+            .await?;
+        per_query.push(hits.unwrap_or_default());
+    }
+    // Round-robin over the queries, so every query contributes before any contributes twice.
+    let mut chosen: Vec<SearchHit> = Vec::new();
+    let depth = per_query.iter().map(Vec::len).max().unwrap_or(0);
+    'fill: for rank in 0..depth {
+        for hits in &per_query {
+            if let Some(h) = hits.get(rank)
+                && !chosen
+                    .iter()
+                    .any(|c| canonical_url(&c.url) == canonical_url(&h.url))
+            {
+                if chosen.len() == settings.max_sources {
+                    break 'fill;
+                }
+                chosen.push(h.clone());
+            }
+        }
+    }
+    ctx.edit_state(|s| {
+        s.sources = chosen.iter().map(SourceEntry::found).collect();
+    });
+    deps.save_session(&ctx.state()).await?;
+    Ok(SourcesFound { hits: chosen })
+}
+
+pub(super) async fn fetch_parse_sources(
+    ctx: RunCtx,
+    deps: Arc<ResearchDeps>,
+    ev: SourcesFound,
+) -> Result<SourcesParsed, StepError> {
+    let state = ctx.state();
+    // The agent's researchers read their sources as they went.
+    if let Some(g) = &state.gathered {
+        return Ok(SourcesParsed {
+            docs: g.read.clone(),
+        });
+    }
+    let delay = Duration::from_millis(state.settings()?.fetch_delay_ms);
+    let wrap_up = state.wrap_up_at();
+    let mut docs = Vec::new();
+    for (i, hit) in ev.hits.iter().enumerate() {
+        if past(wrap_up) {
+            break;
+        }
+        let id = next_tool_id(&ctx, "fetch_url");
+        let (tools, url) = (deps.tools.clone(), hit.url.clone());
+        let fetched = Invocation::new("fetch_url", id, json!({"url": hit.url}))
+            .call(
+                &ctx,
+                || async move {
+                    if i > 0 {
+                        tokio::time::sleep(delay).await;
+                    }
+                    tools.fetch_raw(&url).await.map(|(raw, _)| raw)
+                },
+                |f: &FetchedRef| format!("Fetched {} ({} bytes, {})", f.url, f.size, f.kind.content_type()),
+                |f| json!({"url": f.url, "content_type": f.kind.content_type(), "size": f.size, "file_id": f.file_id}),
+            )
+            .await?;
+        let fetched = match fetched {
+            Ok(f) => f,
+            Err(e) => {
+                mark_source(&ctx, &hit.url, Err(e));
+                continue;
+            }
+        };
+        let id = next_tool_id(&ctx, "parse_content");
+        let (tools, raw) = (deps.tools.clone(), fetched.clone());
+        let parsed = Invocation::new(
+            "parse_content",
+            id,
+            json!({"url": fetched.url, "file_id": fetched.file_id}),
+        )
+        .call(
+            &ctx,
+            || async move { tools.parse_raw(&raw).await.map(|(summary, _)| summary) },
+            |p: &ParsedSummary| {
+                format!(
+                    "Parsed \"{}\": {} words in {} blocks",
+                    p.title, p.words, p.blocks
+                )
+            },
+            |p| serde_json::to_value(p).unwrap_or(Value::Null),
+        )
+        .await?;
+        match parsed {
+            Ok(p) => {
+                ctx.edit_state(|s| {
+                    s.artifacts.push(ArtifactRef {
+                        file_id: fetched.file_id.clone(),
+                        kind: "raw".into(),
+                        url: Some(hit.url.clone()),
+                    });
+                    s.artifacts.push(ArtifactRef {
+                        file_id: p.file_id.clone(),
+                        kind: "parsed".into(),
+                        url: Some(hit.url.clone()),
+                    });
+                });
+                mark_source(&ctx, &hit.url, Ok((&fetched.file_id, &p)));
+                docs.push(ParsedRef {
+                    url: hit.url.clone(),
+                    title: p.title,
+                    file_id: p.file_id,
+                });
+            }
+            Err(e) => mark_source(&ctx, &hit.url, Err(e)),
+        }
+    }
+    deps.save_session(&ctx.state()).await?;
+    Ok(SourcesParsed { docs })
+}
+
+fn mark_source(ctx: &RunCtx, url: &str, outcome: Result<(&String, &ParsedSummary), String>) {
+    ctx.edit_state(|s| {
+        if let Some(src) = s.sources.iter_mut().find(|x| x.url == url) {
+            match outcome {
+                Ok((file_id, p)) => {
+                    src.status = "read".into();
+                    src.title = p.title.clone();
+                    src.file_id = Some(file_id.clone());
+                    src.byline = p.byline.clone();
+                    src.published = p.published.clone();
+                    src.site_name = p.site_name.clone();
+                    src.canonical_url = p.canonical_url.clone();
+                    src.pages = p.pages;
+                }
+                Err(e) => {
+                    src.status = "failed".into();
+                    src.error = Some(e);
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,134 @@
+//! The `deep-research` workflow (`draft_plan` → `await_approval` → `run_web_research` →
+//! `fetch_parse_sources` → `synthesize_and_patch` → `persist_session`) and `research-metadata`.
+//! Each step's signature is its place in the graph: the event it takes and what it returns.
+//!
+//! Phase A (`draft_plan`) has no handle on search or fetch: the tools that reach outside are
+//! only called from the steps after the gate.
+
+mod gather;
+mod plan;
+mod write;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fathom_data::CollectionStore;
+use fathom_engine::{Ctx, ErasedWorkflow, RetryPolicy, StepError, StepOptions, Stop, Workflow};
+
+use crate::events::*;
+use crate::service::{check_decision, check_start};
+use crate::sessions::Sessions;
+use crate::settings::ResearchConfig;
+use crate::state::{ResearchState, RunCtx};
+use crate::tools::Tools;
+
+pub const DEEP_RESEARCH: &str = "deep-research";
+pub const RESEARCH_METADATA: &str = "research-metadata";
+const PLANNER: &str = "planner";
+const WRITER: &str = "writer";
+const RESEARCHER: &str = "researcher";
+
+/// What the research workflows need from outside: the tools' reach (search, fetch, parse,
+/// artifacts), the models, where sessions are saved, and the config.
+#[derive(Clone)]
+pub struct ResearchDeps {
+    pub config: ResearchConfig,
+    /// What the research tools reach; the agents get this and nothing else.
+    pub tools: Tools,
+    /// The agent's models; None runs the offline planner and extractive writer.
+    pub models: Option<crate::agent::Models>,
+    pub sessions: Arc<dyn CollectionStore>,
+}
+
+impl ResearchDeps {
+    /// Writes the session record: delete by `research_id` plus insert, in one transaction.
+    async fn save_session(&self, state: &ResearchState) -> Result<(), StepError> {
+        Sessions::new(self.sessions.clone(), &self.config)
+            .put(&state.research_id, state.snapshot())
+            .await
+            .map_err(|e| StepError::failed(format!("could not save the session: {e}")))
+    }
+}
+
+/// Builds `deep-research`. The graph is the steps' signatures: each takes one event type and
+/// returns what it hands on.
+pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
+    let quick = StepOptions {
+        timeout: Duration::from_secs(60),
+        retry: RetryPolicy::attempts(3),
+    };
+    // Search and reading take as long as their sources do; the research deadline bounds them.
+    let long = StepOptions {
+        timeout: Duration::from_secs(24 * 3600),
+        retry: RetryPolicy::attempts(3),
+    };
+    let config = deps.config.clone();
+    Workflow::<ResearchState>::new::<ResearchStart>(DEEP_RESEARCH)
+        .check_start(move |ev: &ResearchStart| {
+            check_start(&config, &ev.query, ev.settings.clone())
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .step_with("draft_plan", quick, with_deps(&deps, plan::draft_plan))
+        .step_with("draft_plan", quick, with_deps(&deps, plan::replan))
+        .step_with(
+            "await_approval",
+            quick,
+            with_deps(&deps, plan::await_approval),
+        )
+        .step_with(
+            "run_web_research",
+            long,
+            with_deps(&deps, gather::run_web_research),
+        )
+        .step_with(
+            "fetch_parse_sources",
+            long,
+            with_deps(&deps, gather::fetch_parse_sources),
+        )
+        .step_with(
+            "synthesize_and_patch",
+            long,
+            with_deps(&deps, write::synthesize_and_patch),
+        )
+        .step_with(
+            "persist_session",
+            quick,
+            with_deps(&deps, write::persist_session),
+        )
+        .accepts_external_checked::<ApproveEvent>(check_decision)
+        .streams::<AgentInput>()
+        .streams::<AgentStream>()
+        .streams::<ToolCall>()
+        .streams::<ToolCallResult>()
+        .streams::<AgentOutput>()
+        .build()
+}
+
+/// A step function given the workflow's dependencies.
+fn with_deps<E, Fut>(
+    deps: &Arc<ResearchDeps>,
+    f: impl Fn(RunCtx, Arc<ResearchDeps>, E) -> Fut + Send + Sync + 'static,
+) -> impl Fn(RunCtx, E) -> Fut + Send + Sync + 'static {
+    let deps = deps.clone();
+    move |ctx, ev| f(ctx, deps.clone(), ev)
+}
+
+/// Builds `research-metadata`: the research collection and the settings schema, `$ref`s
+/// resolved.
+pub fn research_metadata(config: ResearchConfig) -> Arc<dyn ErasedWorkflow> {
+    Workflow::<()>::new::<StartEvent>(RESEARCH_METADATA)
+        .step("metadata", move |_ctx: Ctx<()>, _ev: StartEvent| {
+            let config = config.clone();
+            async move {
+                Ok(Stop(MetadataResponse {
+                    json_schema: config.resolved_schema.clone(),
+                    extracted_data_collection: config.research_collection.clone(),
+                    research_collection: config.research_collection.clone(),
+                    deployment_name: config.deployment_name.clone(),
+                    settings_defaults: config.defaults.clone(),
+                }))
+            }
+        })
+        .build()
+}

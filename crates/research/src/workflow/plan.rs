@@ -1,0 +1,176 @@
+//! Phase A: `draft_plan` (no handle on search or fetch) and `await_approval`, the gate.
+
+use std::sync::Arc;
+
+use fathom_engine::store::now_ms;
+use fathom_engine::{Either, StepError};
+use serde_json::{Value, json};
+
+use super::{PLANNER, RESEARCHER, ResearchDeps};
+use crate::events::*;
+use crate::planner::{Plan, decompose_query};
+use crate::state::SessionStatus;
+use crate::state::{RunCtx, next_tool_id};
+use crate::tools::Invocation;
+
+/// One planning round: the agent's or the built-in planner's plan, recorded as the result of
+/// `decompose_query`.
+async fn plan_round(
+    ctx: RunCtx,
+    deps: &ResearchDeps,
+    feedback: Option<String>,
+    answers: Vec<String>,
+) -> Result<PlanDrafted, StepError> {
+    let state = ctx.edit_state(|s| {
+        if let Some(f) = feedback.filter(|f| !f.trim().is_empty()) {
+            s.feedback.push(f);
+        }
+        s.answers
+            .extend(answers.into_iter().filter(|a| !a.trim().is_empty()));
+        s.round += 1;
+        s.status = SessionStatus::Planning;
+        s.clone()
+    });
+    // With a model, the planner agent drafts the plan (it has no tools: phase A cannot reach
+    // the web); `decompose_query` then records it, as it records the built-in planner's.
+    let drafted = match &deps.models {
+        Some(models) => Some(
+            crate::agent::planner::plan(
+                &ctx,
+                models,
+                state.round,
+                &state.query,
+                &state.feedback,
+                &state.answers,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let id = next_tool_id(&ctx, "decompose_query");
+    let kwargs =
+        json!({"query": state.query, "feedback": state.feedback, "answers": state.answers});
+    let (q, f, a) = (
+        state.query.clone(),
+        state.feedback.clone(),
+        state.answers.clone(),
+    );
+    let note = drafted.as_ref().and_then(|(_, n)| n.clone());
+    let plan = Invocation::new("decompose_query", id, kwargs)
+        .call(
+            &ctx,
+            || async move {
+                Ok(match drafted {
+                    Some((plan, _)) => plan,
+                    None => decompose_query(&q, &f, &a),
+                })
+            },
+            move |p: &Plan| match note {
+                Some(n) => format!("{}\n(Note: {n}.)", p.to_text()),
+                None => p.to_text(),
+            },
+            |p| serde_json::to_value(p).unwrap_or(Value::Null),
+        )
+        .await?
+        .map_err(StepError::failed)?;
+    let round = ctx.edit_state(|s| {
+        s.plan = Some(plan);
+        s.status = if s.settings.as_ref().is_some_and(|x| x.require_approval) {
+            SessionStatus::AwaitingApproval
+        } else {
+            SessionStatus::Running
+        };
+        s.round
+    });
+    deps.save_session(&ctx.state()).await?;
+    Ok(PlanDrafted { round })
+}
+
+pub(super) async fn draft_plan(
+    ctx: RunCtx,
+    deps: Arc<ResearchDeps>,
+    ev: ResearchStart,
+) -> Result<PlanDrafted, StepError> {
+    // Checked before the run was created; a stored start that no longer passes (the config
+    // changed) will not pass on a retry either.
+    let settings = deps
+        .config
+        .settings(ev.settings.as_ref())
+        .map_err(StepError::permanent)?;
+    let query = ev.query.split_whitespace().collect::<Vec<_>>().join(" ");
+    if query.is_empty() {
+        return Err(StepError::permanent("the question is empty"));
+    }
+    let run_id = ctx.run_id().to_string();
+    ctx.edit_state(|s| {
+        s.research_id = run_id;
+        s.query = query.clone();
+        s.settings = Some(settings);
+    });
+    ctx.write_stream(&AgentInput {
+        input: vec![ChatMessage::new("user", query)],
+        current_agent_name: PLANNER.into(),
+    })?;
+    plan_round(ctx, &deps, None, Vec::new()).await
+}
+
+/// `draft_plan` again, after a rejection: the feedback and answers shape the next plan.
+pub(super) async fn replan(
+    ctx: RunCtx,
+    deps: Arc<ResearchDeps>,
+    ev: Replan,
+) -> Result<PlanDrafted, StepError> {
+    plan_round(ctx, &deps, ev.feedback, ev.answers).await
+}
+
+pub(super) async fn await_approval(
+    ctx: RunCtx,
+    deps: Arc<ResearchDeps>,
+    _ev: PlanDrafted,
+) -> Result<Either<PlanApproved, Replan>, StepError> {
+    let state = ctx.state();
+    let proposed = state
+        .plan
+        .clone()
+        .ok_or_else(|| StepError::failed("no plan to approve"))?;
+    let decision = if state.settings()?.require_approval {
+        ctx.wait_for::<ApproveEvent>().await?
+    } else {
+        ApproveEvent {
+            approved: true,
+            ..Default::default()
+        }
+    };
+    if !decision.approved {
+        return Ok(Either::Right(Replan {
+            feedback: decision.feedback,
+            answers: decision.answers.unwrap_or_default(),
+        }));
+    }
+    let plan = match decision.plan.map(Plan::cleaned) {
+        Some(edited) => match edited.validate() {
+            Ok(()) => edited,
+            // Validated when sent; an edit that slips through is sent back to planning.
+            Err(e) => {
+                return Ok(Either::Right(Replan {
+                    feedback: Some(format!("the edited plan was not usable: {e}")),
+                    answers: Vec::new(),
+                }));
+            }
+        },
+        None => proposed,
+    };
+    let budget = state.settings()?.timeout_seconds as i64 * 1000;
+    ctx.edit_state(|s| {
+        s.plan = Some(plan.clone());
+        s.status = SessionStatus::Running;
+        s.research_deadline_ms = Some(now_ms() + budget);
+    });
+    // Committed with the decision: a client sees at once that the plan was taken up.
+    ctx.write_stream(&AgentInput {
+        input: vec![ChatMessage::new("user", plan.to_text())],
+        current_agent_name: RESEARCHER.into(),
+    })?;
+    deps.save_session(&ctx.state()).await?;
+    Ok(Either::Left(PlanApproved { plan }))
+}

@@ -1,0 +1,175 @@
+//! Phase B, writing: `synthesize_and_patch` grows the report through bounded `update_report`
+//! patches; `persist_session` stores it and ends the run.
+
+use std::sync::Arc;
+
+use fathom_engine::StepError;
+use serde_json::json;
+
+use fathom_engine::Stop;
+use fathom_parse::ParsedDoc;
+
+use super::{ResearchDeps, WRITER};
+use crate::events::*;
+use crate::report::{Patch, Report};
+use crate::state::{ArtifactRef, SessionStatus};
+use crate::state::{RunCtx, next_tool_id};
+use crate::tools::Invocation;
+use crate::writer::{draft_sections, pack_patches};
+
+pub(super) async fn synthesize_and_patch(
+    ctx: RunCtx,
+    deps: Arc<ResearchDeps>,
+    ev: SourcesParsed,
+) -> Result<ReportWritten, StepError> {
+    let state = ctx.state();
+    let settings = state.settings()?.clone();
+    let plan = state
+        .plan
+        .clone()
+        .ok_or_else(|| StepError::failed("no approved plan"))?;
+    let per_section = settings.sentences_per_section;
+    let mut report = Report::new(&plan.question);
+    let sections = match (&deps.models, &state.gathered) {
+        (Some(models), Some(gathered)) => {
+            let (sections, removed) =
+                crate::agent::writer::draft(&ctx, models, &plan, gathered, per_section).await?;
+            if removed > 0 {
+                tracing::warn!(removed, "citations naming no source read were removed");
+            }
+            report.notice = gathered.cut_short.as_ref().map(|why| {
+                format!(
+                    "Research was cut short: {why}. This report is written from what was gathered until then."
+                )
+            });
+            sections
+        }
+        _ => {
+            let mut docs: Vec<ParsedDoc> = Vec::new();
+            for d in &ev.docs {
+                let art = deps
+                    .tools
+                    .artifacts
+                    .get_artifact(&d.file_id)
+                    .await
+                    .map_err(|e| StepError::failed(format!("could not read {}: {e}", d.url)))?
+                    .ok_or_else(|| {
+                        StepError::failed(format!("parsed {} is missing from storage", d.url))
+                    })?;
+                docs.push(serde_json::from_slice(&art.bytes)?);
+            }
+            let outline = plan.outline.clone();
+            let question = plan.question.clone();
+            tokio::task::spawn_blocking(move || {
+                draft_sections(&question, &outline, &docs, per_section)
+            })
+            .await
+            .map_err(|e| StepError::failed(format!("writer crashed: {e}")))?
+        }
+    };
+    let patches = pack_patches(&report, &sections, settings.max_report_update_size);
+    let mut streamed = String::new();
+    for patch in patches {
+        let id = next_tool_id(&ctx, "update_report");
+        let text = patch_text(&patch);
+        let kwargs = json!({"section": patch.section, "text": text});
+        let limit = settings.max_report_update_size;
+        let mut trial = report.clone();
+        let outcome = Invocation::new("update_report", id, kwargs)
+            .call(
+                &ctx,
+                || async move {
+                    trial
+                        .apply(&patch, limit)
+                        .map(|md| (patch, md))
+                        .map_err(|e| e.to_string())
+                },
+                |(p, _): &(Patch, String)| format!("Updated section \"{}\"", p.section),
+                |(_, md)| json!({"new_report_markdown": md}),
+            )
+            .await?;
+        let Ok((patch, _)) = outcome else { continue };
+        let md = report
+            .apply(&patch, limit)
+            .map_err(|e| StepError::failed(format!("journaled patch no longer applies: {e}")))?;
+        ctx.edit_state(|s| {
+            s.report = report.clone();
+            s.report_markdown = md.clone();
+        });
+        streamed.push_str(&text);
+        streamed.push('\n');
+        ctx.write_stream(&AgentStream {
+            delta: format!("{text}\n"),
+            response: streamed.clone(),
+            current_agent_name: WRITER.into(),
+            tool_calls: Vec::new(),
+            thinking_delta: None,
+        })?;
+    }
+    let md = report.render();
+    ctx.edit_state(|s| {
+        s.report = report.clone();
+        s.report_markdown = md.clone();
+    });
+    ctx.write_stream(&AgentOutput {
+        response: ChatMessage::new("assistant", md),
+        structured_response: None,
+        current_agent_name: WRITER.into(),
+        tool_calls: Vec::new(),
+        retry_messages: Vec::new(),
+    })?;
+    deps.save_session(&ctx.state()).await?;
+    Ok(ReportWritten {})
+}
+
+/// The Markdown a patch adds, as a reader sees it streamed (citation numbers aside).
+fn patch_text(p: &Patch) -> String {
+    let mut text = String::new();
+    for q in &p.quotes {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(q.text.trim());
+    }
+    if text.is_empty() {
+        text = p.note.clone().unwrap_or_default();
+    }
+    format!("## {}\n\n{text}\n", p.section)
+}
+
+pub(super) async fn persist_session(
+    ctx: RunCtx,
+    deps: Arc<ResearchDeps>,
+    _ev: ReportWritten,
+) -> Result<Stop<ResearchResult>, StepError> {
+    let md = ctx.read_state(|s| s.report_markdown.clone());
+    let artifacts = deps.tools.artifacts.clone();
+    let report_id = ctx
+        .run("store_report", || async move {
+            artifacts
+                .put_artifact("text/markdown", md.as_bytes())
+                .await
+                .map(|m| m.file_id)
+                .map_err(|e| format!("could not store the report: {e}"))
+        })
+        .await?;
+    let state = ctx.edit_state(|s| {
+        s.status = SessionStatus::Completed;
+        s.artifacts.push(ArtifactRef {
+            file_id: report_id.clone(),
+            kind: "report".into(),
+            url: None,
+        });
+        s.clone()
+    });
+    deps.save_session(&state).await?;
+    Ok(Stop(ResearchResult {
+        research_id: state.research_id,
+        status: "completed".into(),
+        query: state.query,
+        plan: state.plan,
+        report_markdown: state.report_markdown,
+        sources: state.report.sources.clone(),
+        report_file_id: Some(report_id),
+    }))
+}

@@ -1,0 +1,33 @@
+//! # fathom-testkit: what the tests share (a dev-dependency only, never shipped)
+//!
+//! Fresh test databases ([`db`]), a scripted OpenAI-compatible model server ([`llm`]) and the
+//! models' side of a research run ([`agent`]), a search API with its pages on loopback
+//! ([`web`]), and documents ([`fixtures`]): the sample corpus, parsed documents, PDFs.
+
+pub mod agent;
+pub mod db;
+pub mod fixtures;
+pub mod llm;
+pub mod web;
+
+/// The config file Fathom ships, as text.
+pub const CONFIG_JSON: &str = include_str!("../../../configs/config.json");
+
+/// The research part of the shipped config.
+pub fn research_config() -> fathom_research::ResearchConfig {
+    let file: serde_json::Value = serde_json::from_str(CONFIG_JSON).expect("config is JSON");
+    let research = &file["research"];
+    let data = &file["agent_data"];
+    fathom_research::ResearchConfig::new(
+        data["deployment_name"].as_str().unwrap_or("_public"),
+        data["research_collection"]
+            .as_str()
+            .unwrap_or("research-sessions"),
+        research["defaults"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        research["settings_schema"].clone(),
+    )
+    .expect("the shipped config is valid")
+}
