@@ -49,6 +49,13 @@
 //!
 //! Stream events are committed with their step, so a client sees a step's events when the
 //! step commits, never events of a step that is later run again.
+//!
+//! A step's signature is its place in the graph: the event type it accepts, and what it
+//! returns ([`Emits`]: an event, [`Either`] of two, or [`Stop`] with the result). A step fails
+//! retryably ([`StepError::Failed`], storage errors) or permanently ([`StepError::Permanent`]:
+//! the run fails at once). Readers follow a run through [`Engine::follow`] and
+//! [`Engine::wait_terminal`], woken by commits (and, through [`Engine::announce`], other
+//! processes' commits), with the configured poll interval as the fallback.
 
 mod context;
 mod error;
