@@ -27,4 +27,4 @@ CLIENTS=pyproject-compat/clients
 (cd "$CLIENTS" && npm ci --silent --no-audit --no-fund)
 
 cargo build --workspace --all-targets --locked
-cargo test --workspace --locked -- --test-threads="${FATHOM_TEST_THREADS:-2}"
+cargo test --workspace --locked --no-fail-fast -- --test-threads="${FATHOM_TEST_THREADS:-2}"

@@ -430,7 +430,9 @@ mod tests {
         json["engine"]["lease_ttl_secs"] = json!(10);
         let err = parse(&json, &[]).unwrap_err();
         assert!(
-            err.starts_with("config test.json: engine: unknown field `lease_ttl_secs`"),
+            err.starts_with(
+                "config test.json: engine.lease_ttl_secs: unknown field `lease_ttl_secs`"
+            ),
             "{err}"
         );
         let mut json = shipped();
