@@ -259,7 +259,7 @@ impl AppConfig {
         let file: ConfigFile = serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
             match at.as_str() {
-                "." | "" => invalid(e.inner().to_string()),
+                "." | "?" | "" => invalid(e.inner().to_string()),
                 _ => invalid(format!("{at}: {}", e.inner())),
             }
         })?;
