@@ -3,41 +3,60 @@
 use serde_json::Value;
 
 /// The JSON in a model's answer: the whole text if it parses; else the inside of a
-/// ```json fence; else the first balanced `{...}` or `[...]` in it; each also tried with
-/// trailing commas removed. None when there is no JSON to be found. Bounded: the first 64
-/// opening brackets are tried, each scanned for at most 64 KiB.
+/// ```json fence; else the first JSON value found in it (see [`json_values`]); each also
+/// tried with trailing commas removed. None when there is no JSON to be found.
 pub fn parse_loose_json(text: &str) -> Option<Value> {
     let text = text.trim();
-    let attempt = |s: &str| {
-        serde_json::from_str::<Value>(s)
-            .ok()
-            .or_else(|| serde_json::from_str(&drop_trailing_commas(s)).ok())
-    };
-    if let Some(v) = attempt(text) {
+    if let Some(v) = lenient(text) {
         return Some(v);
     }
     if let Some(start) = text.find("```") {
         let after = &text[start + 3..];
         let body = after.split_once('\n').map_or(after, |(_, rest)| rest);
         if let Some(end) = body.find("```")
-            && let Some(v) = attempt(body[..end].trim())
+            && let Some(v) = lenient(body[..end].trim())
         {
             return Some(v);
         }
     }
-    let starts = text
-        .char_indices()
-        .filter(|(_, c)| *c == '{' || *c == '[')
-        .map(|(i, _)| i)
-        .take(64);
-    for i in starts {
-        if let Some(end) = balanced_end(&text[i..], 64 * 1024)
-            && let Some(v) = attempt(&text[i..i + end])
-        {
-            return Some(v);
+    json_values(text).next()
+}
+
+/// Opening brackets a scan tries, and how far each is followed.
+const MAX_STARTS: usize = 64;
+const MAX_SPAN: usize = 64 * 1024;
+
+/// The JSON values written in `text`, left to right and not overlapping: each balanced
+/// `{...}` or `[...]` that parses (trailing commas tolerated), wherever it stands (prose,
+/// fences, tags). A value found is skipped as a whole, so its inner brackets are not tried.
+/// Bounded: at most 64 opening brackets are tried, each followed for at most 64 KiB.
+pub(crate) fn json_values(text: &str) -> impl Iterator<Item = Value> + '_ {
+    let mut pos = 0;
+    let mut tries = 0;
+    std::iter::from_fn(move || {
+        while tries < MAX_STARTS {
+            let start = pos + text.get(pos..)?.find(['{', '['])?;
+            tries += 1;
+            let found = balanced_end(&text[start..], MAX_SPAN)
+                .and_then(|end| Some((end, lenient(&text[start..start + end])?)));
+            match found {
+                Some((end, v)) => {
+                    pos = start + end;
+                    return Some(v);
+                }
+                // Both brackets are one byte, so the next character starts right after.
+                None => pos = start + 1,
+            }
         }
-    }
-    None
+        None
+    })
+}
+
+/// Strict parse, else with trailing commas dropped.
+fn lenient(s: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(s)
+        .ok()
+        .or_else(|| serde_json::from_str(&drop_trailing_commas(s)).ok())
 }
 
 /// Whether a scan of JSON text is inside a string literal (escapes minded).
@@ -147,6 +166,25 @@ mod tests {
     }
 
     #[test]
+    fn json_values_are_found_in_order_each_taken_whole() {
+        let text = "Two calls:\n<tool_call>{\"a\": {\"b\": [1]}}</tool_call>\n```json\n[2, 3,]\n```\nnot {json} and {\"c\": \"}{\"}";
+        let found: Vec<Value> = json_values(text).collect();
+        // The inner `{"b": [1]}` and `[1]` are not found again; `{json}` is skipped.
+        assert_eq!(
+            found,
+            [json!({"a": {"b": [1]}}), json!([2, 3]), json!({"c": "}{"})]
+        );
+        // Bounded: brackets that never close are given up after 64 tries.
+        let text = format!("{}{}", "{".repeat(100), r#"{"late": true}"#);
+        assert_eq!(json_values(&text).count(), 0);
+        let text = format!("{}{}", "{ ".repeat(10), r#"{"early": true}"#);
+        assert_eq!(
+            json_values(&text).collect::<Vec<_>>(),
+            [json!({"early": true})]
+        );
+    }
+
+    #[test]
     fn strict_schemas_require_everything_and_allow_nothing_else() {
         let s = strict_schema(&json!({"type": "object", "properties": {
             "q": {"type": "string"},
@@ -154,5 +192,13 @@ mod tests {
         assert_eq!(s["required"], json!(["opts", "q"]));
         assert_eq!(s["additionalProperties"], json!(false));
         assert_eq!(s["properties"]["opts"]["required"], json!(["n"]));
+        // Length limits are kept: they are how a schema keeps a small model's answer short.
+        let s = strict_schema(&json!({"type": "object", "properties": {
+            "facts": {"type": "array", "maxItems": 12,
+                      "items": {"type": "string", "minLength": 1, "maxLength": 300}}}}));
+        let facts = &s["properties"]["facts"];
+        assert_eq!(facts["maxItems"], json!(12));
+        assert_eq!(facts["items"]["maxLength"], json!(300));
+        assert_eq!(facts["items"]["minLength"], json!(1));
     }
 }

@@ -6,13 +6,16 @@
 //! chunk is read field by field and nothing unknown is fatal. Retries, timeouts and the
 //! stall detector are ours, and a scripted loopback server can test all of them.
 
+mod calls;
 mod json;
 mod openai;
+mod repetition;
 mod types;
 
+pub use calls::calls_in_text;
 pub use json::{parse_loose_json, strict_schema};
 pub use openai::{ModelConfig, OpenAiChat};
 pub use types::{
-    ChatModel, ChatRequest, ChatResponse, LlmError, Message, ResponseFormat, Role, StreamDelta,
-    ToolCallRequest, ToolSpec, Usage,
+    ChatModel, ChatRequest, ChatResponse, FINISH_REPETITION, LlmError, Message, ResponseFormat,
+    Role, StreamDelta, ToolCallRequest, ToolSpec, Usage,
 };

@@ -8,9 +8,10 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use crate::repetition::{CHECK_EVERY, loop_cut};
 use crate::types::{
-    ChatModel, ChatRequest, ChatResponse, LlmError, Message, Role, StreamDelta, ToolCallRequest,
-    Usage,
+    ChatModel, ChatRequest, ChatResponse, FINISH_REPETITION, LlmError, Message, Role, StreamDelta,
+    ToolCallRequest, Usage,
 };
 
 /// Where a model is served and how patiently it is called.
@@ -256,13 +257,23 @@ impl OpenAiChat {
                 }
             })?;
             if let Some(err) = chunk.get("error") {
+                let message = error_message(err);
+                if exceeds_context(&message, err) {
+                    return Err(Failure::Fatal(LlmError::ContextExceeded { message }));
+                }
                 return Err(Failure::Retry {
-                    why: format!("error in the stream: {}", error_message(err)),
+                    why: format!("error in the stream: {message}"),
                     retry_after: None,
                     stalled: false,
                 });
             }
             *emitted |= answer.absorb_chunk(&chunk, on_delta)?;
+            if answer.looped {
+                // Leaving drops the stream, which closes the connection: the server stops
+                // generating and the rest of the loop is neither read nor paid for.
+                tracing::info!(model = %self.config.model, kept = answer.content.len(), "the answer repeats itself; cut at its first copy");
+                break;
+            }
         }
         answer.finish(&self.config.model).map_err(Failure::Fatal)
     }
@@ -297,6 +308,10 @@ impl ChatModel for OpenAiChat {
             match outcome {
                 Ok(mut r) => {
                     r.attempts = attempts;
+                    // Small local models often write the call as JSON text in the answer.
+                    if !request.tools.is_empty() && r.tool_calls.is_empty() {
+                        r.tool_calls = crate::calls_in_text(&r.content, &request.tools);
+                    }
                     return Ok(r);
                 }
                 // Each optional part is dropped at most once (http_failure only reports a
@@ -390,16 +405,24 @@ async fn http_failure(resp: reqwest::Response, sent: Sending) -> Failure {
         }
     }
     let text = String::from_utf8_lossy(&body[..body.len().min(MAX_ERROR_BODY)]).into_owned();
-    let message = serde_json::from_str::<Value>(&text)
+    let error = serde_json::from_str::<Value>(&text)
         .ok()
-        .and_then(|v| v.get("error").map(error_message))
-        .unwrap_or_else(|| text.trim().chars().take(500).collect());
+        .and_then(|mut v| v.get_mut("error").map(Value::take))
+        .unwrap_or(Value::Null);
+    let message = match &error {
+        Value::Null => text.trim().chars().take(500).collect(),
+        err => error_message(err),
+    };
     match status {
         408 | 409 | 429 | 500..=599 => Failure::Retry {
             why: format!("HTTP {status}: {message}"),
             retry_after,
             stalled: false,
         },
+        // Checked before the optional parts: dropping one would not make the prompt fit.
+        400 | 413 | 422 if exceeds_context(&message, &error) => {
+            Failure::Fatal(LlmError::ContextExceeded { message })
+        }
         400 | 422 if sent.schema && mentions(&message, &["response_format", "json_schema"]) => {
             Failure::Unsupported(Optional::Schema)
         }
@@ -408,6 +431,26 @@ async fn http_failure(resp: reqwest::Response, sent: Sending) -> Failure {
         }
         _ => Failure::Fatal(LlmError::Refused { status, message }),
     }
+}
+
+/// Whether an error says the prompt does not fit the model's context, in the words of
+/// llama.cpp (`exceed_context_size_error`), OpenAI (`context_length_exceeded`), vLLM and
+/// others, in its message, type or code.
+fn exceeds_context(message: &str, error: &Value) -> bool {
+    let field = |k: &str| error.get(k).and_then(Value::as_str).unwrap_or_default();
+    let said = format!("{message} {} {}", field("type"), field("code"));
+    mentions(
+        &said,
+        &[
+            "exceed_context_size",
+            "context_length",
+            "context length",
+            "context size",
+            "context window",
+            "too many tokens",
+            "prompt is too long",
+        ],
+    )
 }
 
 fn mentions(message: &str, words: &[&str]) -> bool {
@@ -447,6 +490,10 @@ struct Answer {
     finish_reason: String,
     usage: Option<Usage>,
     model: Option<String>,
+    /// Content length when it was last looked at for a loop.
+    checked: usize,
+    /// Cut short because it repeated itself.
+    looped: bool,
 }
 
 impl Answer {
@@ -543,7 +590,23 @@ impl Answer {
         {
             self.finish_reason = r.to_string();
         }
+        if self.content.len() >= self.checked + CHECK_EVERY {
+            self.cut_loop();
+        }
         Ok(shown)
+    }
+
+    /// Cuts an answer that ends in a loop back to the loop's first copy.
+    fn cut_loop(&mut self) {
+        self.checked = self.content.len();
+        if self.looped {
+            return;
+        }
+        if let Some(keep) = loop_cut(&self.content) {
+            self.content.truncate(keep);
+            self.finish_reason = FINISH_REPETITION.into();
+            self.looped = true;
+        }
     }
 
     /// Takes a whole (non-streamed) completion.
@@ -564,7 +627,11 @@ impl Answer {
         }
     }
 
-    fn finish(self, requested_model: &str) -> Result<ChatResponse, LlmError> {
+    fn finish(mut self, requested_model: &str) -> Result<ChatResponse, LlmError> {
+        // What came after the last look, or a whole answer, may end in a loop too.
+        if self.content.len() > self.checked {
+            self.cut_loop();
+        }
         let tool_calls: Vec<ToolCallRequest> = self
             .calls
             .into_iter()

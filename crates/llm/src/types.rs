@@ -117,12 +117,17 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+/// The `finish_reason` of an answer cut short because it repeated itself: its content ends
+/// with the first copy of the repeated text, and its usage may be missing.
+pub const FINISH_REPETITION: &str = "repetition";
+
 /// A whole answer: the text, the tool calls (in index order), why it stopped, what it cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
     pub content: String,
     pub tool_calls: Vec<ToolCallRequest>,
-    /// `stop`, `tool_calls`, `length`, ... as the server said; empty if it said nothing.
+    /// `stop`, `tool_calls`, `length`, ... as the server said; empty if it said nothing;
+    /// [`FINISH_REPETITION`] if the client cut the answer off.
     pub finish_reason: String,
     /// None when the server reported no usage.
     pub usage: Option<Usage>,
@@ -158,6 +163,9 @@ pub enum StreamDelta {
 pub enum LlmError {
     #[error("the model server refused the request: HTTP {status}: {message}")]
     Refused { status: u16, message: String },
+    /// The prompt is longer than the model can take; asking again as is will not help.
+    #[error("the conversation exceeds the model's context: {message}")]
+    ContextExceeded { message: String },
     #[error("the model server is unavailable after {attempts} attempts: {last}")]
     Unavailable { attempts: u32, last: String },
     #[error("the model sent nothing for {after:?} and was abandoned")]

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use fathom_llm::{
-    ChatModel, ChatRequest, LlmError, Message, ModelConfig, OpenAiChat, ResponseFormat,
-    StreamDelta, ToolSpec,
+    ChatModel, ChatRequest, FINISH_REPETITION, LlmError, Message, ModelConfig, OpenAiChat,
+    ResponseFormat, StreamDelta, ToolSpec,
 };
 use fathom_testkit::llm::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply, Server, chunk, done};
 use serde_json::{Value, json};
@@ -292,10 +292,11 @@ async fn structured_output_falls_back_when_the_server_lacks_json_schema() {
     let server = Server::sequence(vec![refused, whole]).await;
     let base = server.base_url.clone();
     let mut req = question();
+    req.max_tokens = Some(512);
     req.response_format = Some(ResponseFormat {
         name: "plan".into(),
         schema: json!({"type": "object", "properties": {"outline": {"type": "array",
-            "items": {"type": "string"}}}}),
+            "maxItems": 5, "items": {"type": "string", "maxLength": 80}}}}),
     });
     let (r, deltas) = chat(&client(&base), &req).await;
     let r = r.unwrap();
@@ -316,6 +317,14 @@ async fn structured_output_falls_back_when_the_server_lacks_json_schema() {
         first["json_schema"]["schema"]["additionalProperties"],
         false
     );
+    // Length limits reach the server (they keep small models from rambling).
+    let outline = &first["json_schema"]["schema"]["properties"]["outline"];
+    assert_eq!(
+        (&outline["maxItems"], &outline["items"]["maxLength"]),
+        (&json!(5), &json!(80))
+    );
+    assert_eq!(seen[0].body["max_tokens"], 512);
+    assert_eq!(seen[1].body["max_tokens"], 512);
     assert!(
         seen[1].body.get("response_format").is_none(),
         "asked again without it"
@@ -364,4 +373,150 @@ fn bad_configs_are_refused_with_a_reason() {
     );
     assert!(matches!(e("ftp://x/v1", "m"), Some(LlmError::Config(m)) if m.contains("not http(s)")));
     assert!(matches!(e("not a url", "m"), Some(LlmError::Config(m)) if m.contains("not a url")));
+}
+
+fn search_tools() -> Vec<ToolSpec> {
+    vec![ToolSpec {
+        name: "web_search".into(),
+        description: "Search the web".into(),
+        parameters: json!({"type": "object", "properties": {"query": {"type": "string"}}}),
+    }]
+}
+
+#[tokio::test]
+async fn a_tool_call_written_as_text_is_taken_as_a_call() {
+    // As Qwen2.5-Coder-1.5B answers behind a llama-server that does not parse its calls.
+    let qwen =
+        "```json\n{\"name\": \"web_search\", \"arguments\": {\"query\": \"rust ownership\"}}\n```";
+    let pieces = || {
+        text_stream(&[
+            "```json\n{\"name\": \"web_",
+            "search\", \"arguments\": {\"query\": \"rust ownership\"}}\n```",
+        ])
+    };
+    let server = Server::sequence(vec![pieces(), pieces()]).await;
+    let c = client(&server.base_url);
+    let mut req = question();
+    req.tools = search_tools();
+    let (r, _) = chat(&c, &req).await;
+    let r = r.unwrap();
+    assert_eq!(r.content, qwen, "the text is left as it was");
+    assert_eq!(r.finish_reason, "stop");
+    assert_eq!(r.tool_calls.len(), 1);
+    let call = &r.tool_calls[0];
+    assert_eq!(
+        (call.id.as_str(), call.name.as_str()),
+        ("text-call-0", "web_search")
+    );
+    assert_eq!(call.kwargs(), Ok(json!({"query": "rust ownership"})));
+    // Without tools offered, JSON in the answer is just the answer.
+    let (r, _) = chat(&c, &question()).await;
+    assert!(r.unwrap().tool_calls.is_empty());
+}
+
+#[tokio::test]
+async fn a_looping_answer_is_cut_at_its_first_copy_and_no_longer_read() {
+    let intro = "Rust ownership means each value has one owner. ";
+    let sentence = "When the owner goes out of scope, the value is dropped. ";
+    // The first copy, up to where the text starts repeating itself (its ". " matches the
+    // end of the intro).
+    let kept = "Rust ownership means each value has one owner. When the owner goes out of scope, the value is dropped";
+    let mut pieces = vec![intro.to_string()];
+    pieces.extend(std::iter::repeat_n(sentence.to_string(), 2000));
+    let looping = Reply::Text(pieces);
+    let whole = Reply::Whole(format!("{intro}{}", sentence.repeat(50)));
+    let server = Server::sequence(vec![looping, whole]).await;
+    let c = client(&server.base_url);
+    let (r, deltas) = chat(&c, &question()).await;
+    let r = r.unwrap();
+    assert_eq!(r.content, kept);
+    assert_eq!(r.finish_reason, FINISH_REPETITION);
+    assert_eq!(r.attempts, 1);
+    // It stopped reading after a few copies; the server sees the connection closed.
+    assert!(deltas.len() <= 6, "read {} pieces", deltas.len());
+    let waited = std::time::Instant::now();
+    while server.in_flight() > 0 {
+        // The whole stream would take 2000 pieces x 2 ms.
+        assert!(
+            waited.elapsed() < Duration::from_secs(2),
+            "the stream is still being read"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A whole answer that loops is cut the same way.
+    let r = chat(&c, &question()).await.0.unwrap();
+    assert_eq!(
+        (r.content.as_str(), r.finish_reason.as_str()),
+        (kept, FINISH_REPETITION)
+    );
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "a cut answer is not asked for again"
+    );
+}
+
+#[tokio::test]
+async fn a_prompt_too_long_for_the_context_is_reported_and_not_retried() {
+    let cases = [
+        // llama.cpp's llama-server.
+        (
+            400,
+            json!({"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 8192}}),
+            "the request exceeds the available context size, try increasing it",
+        ),
+        // OpenAI.
+        (
+            400,
+            json!({"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+        ),
+        // vLLM.
+        (
+            400,
+            json!({"object": "error", "message": "unused", "error": {"message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4488 in the messages, 512 in the completion).", "type": "BadRequestError", "code": 400}}),
+            "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4488 in the messages, 512 in the completion).",
+        ),
+        // A proxy in front of a model, with the error as a plain string.
+        (
+            413,
+            json!({"error": "prompt is too long: 9000 tokens > 8192 maximum"}),
+            "prompt is too long: 9000 tokens > 8192 maximum",
+        ),
+    ];
+    for (status, body, message) in cases {
+        let server = Server::sequence(vec![Reply::Status(status, vec![], body)]).await;
+        let mut req = question();
+        req.response_format = Some(ResponseFormat {
+            name: "plan".into(),
+            schema: json!({"type": "object"}),
+        });
+        let err = chat(&client(&server.base_url), &req).await.0.unwrap_err();
+        assert_eq!(
+            err,
+            LlmError::ContextExceeded {
+                message: message.into()
+            }
+        );
+        assert_eq!(server.requests().len(), 1, "{message}");
+    }
+    assert_eq!(
+        LlmError::ContextExceeded {
+            message: "n_ctx 8192".into()
+        }
+        .to_string(),
+        "the conversation exceeds the model's context: n_ctx 8192"
+    );
+    // The same error in the stream, as some servers send it once streaming has begun.
+    let server = Server::sequence(vec![Reply::Raw(vec![(
+        2,
+        json!({"error": {"message": "too many tokens in the prompt", "type": "invalid_request_error"}}).to_string(),
+    )])])
+    .await;
+    let err = chat(&client(&server.base_url), &question())
+        .await
+        .0
+        .unwrap_err();
+    assert!(matches!(err, LlmError::ContextExceeded { .. }), "{err:?}");
+    assert_eq!(server.requests().len(), 1);
 }
