@@ -1,19 +1,24 @@
-//! How trustworthy a finished report's citations are, measured in code:
+//! How trustworthy a finished report's citations are, measured in code, after ALCE (Gao et
+//! al., "Enabling Large Language Models to Generate Text with Citations", 2023), per sentence:
 //! - fabricated: markers `[n]` that name no listed source, or a source that was never read;
-//! - support: the share of cited sentences whose content the cited document contains (at
-//!   least [`SUPPORT_SHARE`] of the sentence's content terms appear in it; for a PDF page
-//!   source, in that page).
-
-use std::collections::HashSet;
+//! - citation precision: cited sentences their first cited source supports, over cited
+//!   sentences. Support is [`check_claim`]: the best-matching passage of the document (of
+//!   the cited page, for a PDF page source) must carry the sentence's numbers, names and
+//!   negation and most of its content terms;
+//! - citation recall: claim sentences with a supporting citation, over claim sentences (every
+//!   sentence of the sections except the writer's fixed notes, [`WRITER_NOTES`]).
 
 use serde::Serialize;
 
 use crate::report::{Report, citations};
+use crate::verify::{Verdict, check_claim};
 use fathom_parse::ParsedDoc;
-use fathom_parse::text::{sentences, terms};
+use fathom_parse::text::sentences;
 
-/// Share of a sentence's content terms the cited document must contain.
-pub const SUPPORT_SHARE: f64 = 0.8;
+/// What the writers put in a section in place of claims, word for word (the offline writer's
+/// note for a section nothing covered, in `crate::writer::pack_patches`). Not claims, so not
+/// counted against recall.
+pub const WRITER_NOTES: &[&str] = &["None of the sources read covered this section."];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CitationCheck {
@@ -23,8 +28,11 @@ pub struct CitationCheck {
     pub fabricated: usize,
     /// Sentences carrying at least one marker.
     pub cited_sentences: usize,
-    /// Cited sentences whose content the (first) cited document contains.
+    /// Cited sentences their first cited source (the first marker naming a source read)
+    /// supports.
     pub supported: usize,
+    /// Sentences of the sections that make a claim: all but the writer's fixed notes.
+    pub claim_sentences: usize,
 }
 
 impl CitationCheck {
@@ -33,12 +41,18 @@ impl CitationCheck {
         self.fabricated += o.fabricated;
         self.cited_sentences += o.cited_sentences;
         self.supported += o.supported;
+        self.claim_sentences += o.claim_sentences;
     }
     pub fn fabricated_rate(&self) -> f64 {
         ratio(self.fabricated, self.markers)
     }
-    pub fn support(&self) -> f64 {
+    /// Citation precision: supported over cited sentences (0 when nothing is cited).
+    pub fn precision(&self) -> f64 {
         ratio(self.supported, self.cited_sentences)
+    }
+    /// Citation recall: supported over claim sentences (0 when there is no claim).
+    pub fn recall(&self) -> f64 {
+        ratio(self.supported, self.claim_sentences)
     }
 }
 
@@ -46,11 +60,16 @@ fn ratio(a: usize, b: usize) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
-/// Checks every cited sentence of `report` against the documents that were read.
+/// Checks every sentence of `report` against the documents that were read.
 pub fn check_citations(report: &Report, read: &[ParsedDoc]) -> CitationCheck {
     let mut out = CitationCheck::default();
     for paragraph in report.sections.iter().flat_map(|s| &s.paragraphs) {
-        for sentence in cited_sentences(paragraph) {
+        // A note is a paragraph of its own; whole, since "_Note._" splits after the period.
+        if is_writer_note(paragraph) {
+            continue;
+        }
+        for sentence in paragraph_sentences(paragraph) {
+            out.claim_sentences += 1;
             let markers = citations(&sentence);
             if markers.is_empty() {
                 continue;
@@ -74,7 +93,7 @@ pub fn check_citations(report: &Report, read: &[ParsedDoc]) -> CitationCheck {
                 }
             }
             if let Some((doc, page)) = first_doc
-                && supports(doc, page, &sentence)
+                && check_claim(&sentence, doc, page).verdict == Verdict::Supported
             {
                 out.supported += 1;
             }
@@ -83,8 +102,18 @@ pub fn check_citations(report: &Report, read: &[ParsedDoc]) -> CitationCheck {
     out
 }
 
+/// A fixed note as the report stores it: the note itself, set in italics (`_note_`).
+fn is_writer_note(paragraph: &str) -> bool {
+    let s = paragraph.trim();
+    let bare = s
+        .strip_prefix('_')
+        .and_then(|s| s.strip_suffix('_'))
+        .unwrap_or(s);
+    WRITER_NOTES.contains(&bare)
+}
+
 /// A paragraph's sentences, each with the markers that follow it (`text. [1]`).
-fn cited_sentences(paragraph: &str) -> Vec<String> {
+fn paragraph_sentences(paragraph: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for s in sentences(paragraph) {
         let only_markers = s
@@ -120,35 +149,27 @@ fn cited_sentences(paragraph: &str) -> Vec<String> {
     fixed
 }
 
-fn supports(doc: &ParsedDoc, page: Option<u32>, sentence: &str) -> bool {
-    let claim: HashSet<String> = terms(&unescape(sentence)).into_iter().collect();
-    if claim.is_empty() {
-        return false;
-    }
-    let text: String = doc
-        .blocks
-        .iter()
-        .filter(|b| page.is_none() || b.page == page)
-        .map(|b| unescape(&b.text))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let source: HashSet<String> = terms(&text).into_iter().collect();
-    let found = claim.iter().filter(|t| source.contains(*t)).count();
-    found as f64 >= SUPPORT_SHARE * claim.len() as f64
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::pack_patches;
 
-/// Markdown escapes and citation markers removed.
-fn unescape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            if let Some(n) = chars.next() {
-                out.push(n);
-            }
-        } else {
-            out.push(c);
+    #[test]
+    fn the_offline_writers_note_is_not_a_claim() {
+        // The note comes from the writer itself, so a change of its wording shows up here.
+        let mut report = Report::new("Q");
+        for p in pack_patches(&report, &[("Empty".to_string(), Vec::new())], 1000) {
+            report.apply(&p, 1000).unwrap();
         }
+        assert_eq!(report.sections[0].paragraphs.len(), 1, "{report:?}");
+        assert_eq!(check_citations(&report, &[]), CitationCheck::default());
     }
-    out
+
+    #[test]
+    fn markers_stay_with_their_sentence() {
+        assert_eq!(
+            paragraph_sentences("One here. [1] Two there. [2] [3] Three."),
+            ["One here. [1]", "Two there. [2] [3]", "Three."]
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! `fathom eval`: research a set of questions over a corpus and measure each report's
-//! citations in code: how many name no source read (fabricated: must be 0), how many cited
-//! sentences the cited document supports, the sources used, time and tokens. Runs the agent
-//! when a model is configured, else the offline planner and extractive writer.
+//! citations in code: how many name no source read (fabricated: must be 0), citation
+//! precision (cited sentences their cited document supports, claim by claim) and recall
+//! (claim sentences with a supporting citation), the sources used, time and tokens. Runs the
+//! agent when a model is configured, else the offline planner and extractive writer.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -122,6 +123,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let time: u128 = rows.iter().map(|r| r.elapsed_ms).sum();
     let tokens: u64 = rows.iter().map(|r| r.tokens).sum();
     if args.json {
+        // "support" is the older name of precision, kept for readers of earlier output.
         let per: Vec<Value> = rows
             .iter()
             .map(|r| {
@@ -129,7 +131,9 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
                        "citations": r.check.markers, "fabricated": r.check.fabricated,
                        "fabricated_rate": r.check.fabricated_rate(),
                        "cited_sentences": r.check.cited_sentences, "supported": r.check.supported,
-                       "support": r.check.support(), "sources_cited": r.sources_cited,
+                       "claim_sentences": r.check.claim_sentences,
+                       "precision": r.check.precision(), "recall": r.check.recall(),
+                       "support": r.check.precision(), "sources_cited": r.sources_cited,
                        "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms, "tokens": r.tokens})
             })
             .collect();
@@ -137,13 +141,15 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             "runs": rows.len(), "failed": failed, "citations": total.markers,
             "fabricated": total.fabricated, "fabricated_rate": total.fabricated_rate(),
             "cited_sentences": total.cited_sentences, "supported": total.supported,
-            "support": total.support(), "elapsed_ms": time, "tokens": tokens}});
+            "claim_sentences": total.claim_sentences,
+            "precision": total.precision(), "recall": total.recall(),
+            "support": total.precision(), "elapsed_ms": time, "tokens": tokens}});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("mode: {mode}");
         for r in &rows {
             println!(
-                "{}\n  {}citations {}, fabricated {} ({:.1}%), support {}/{} ({:.0}%), sources {} cited of {} read, {:.1} s, {} tokens",
+                "{}\n  {}citations {}, fabricated {} ({:.1}%), {}, sources {} cited of {} read, {:.1} s, {} tokens",
                 r.question,
                 match &r.ok {
                     Ok(()) => String::new(),
@@ -152,9 +158,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
                 r.check.markers,
                 r.check.fabricated,
                 100.0 * r.check.fabricated_rate(),
-                r.check.supported,
-                r.check.cited_sentences,
-                100.0 * r.check.support(),
+                precision_recall(&r.check),
                 r.sources_cited,
                 r.sources_read,
                 r.elapsed_ms as f64 / 1000.0,
@@ -162,14 +166,12 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             );
         }
         println!(
-            "overall: {} runs ({failed} failed), citations {}, fabricated {} ({:.1}%), support {}/{} ({:.0}%), {:.1} s, {tokens} tokens",
+            "overall: {} runs ({failed} failed), citations {}, fabricated {} ({:.1}%), {}, {:.1} s, {tokens} tokens",
             rows.len(),
             total.markers,
             total.fabricated,
             100.0 * total.fabricated_rate(),
-            total.supported,
-            total.cited_sentences,
-            100.0 * total.support(),
+            precision_recall(&total),
             time as f64 / 1000.0
         );
     }
@@ -179,4 +181,18 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// "precision 4/9 (44%), recall 4/10 (40%)": the counts behind each ratio, so a reader sees
+/// how many sentences it rests on.
+fn precision_recall(c: &CitationCheck) -> String {
+    format!(
+        "precision {}/{} ({:.0}%), recall {}/{} ({:.0}%)",
+        c.supported,
+        c.cited_sentences,
+        100.0 * c.precision(),
+        c.supported,
+        c.claim_sentences,
+        100.0 * c.recall()
+    )
 }
