@@ -218,13 +218,22 @@ async fn eval_measures_citations_offline_and_with_the_agent() {
         all["fabricated"], 0,
         "the [9] markers were removed before the report"
     );
-    // Per question, two sections, each with a supported sentence ("measured 42 units in
-    // 2024", which the page says) and an unsupported one ("later work agreed").
+    // Per question, two sections of three cited sentences: two the page supports, and one
+    // giving a number it does not, rewritten from the page before the report was written.
+    // The sentence whose only marker named no source read stays, uncited: a claim without
+    // support, which recall counts.
     assert_eq!(
-        (all["cited_sentences"].as_u64(), all["supported"].as_u64()),
-        (Some(8), Some(4))
+        (
+            all["cited_sentences"].as_u64(),
+            all["supported"].as_u64(),
+            all["claim_sentences"].as_u64()
+        ),
+        (Some(12), Some(12), Some(16))
     );
-    assert_eq!(all["support"], 0.5);
+    assert_eq!(
+        (all["precision"].as_f64(), all["recall"].as_f64()),
+        (Some(1.0), Some(0.75))
+    );
     let calls = llm.requests().len() as u64;
     assert_eq!(
         all["tokens"].as_u64(),

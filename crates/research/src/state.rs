@@ -104,6 +104,9 @@ pub struct ResearchState {
     /// What the agent's researchers gathered, kept apart from the report.
     #[serde(default)]
     pub gathered: Option<Gathered>,
+    /// Each cited sentence checked against its passage, and what became of it.
+    #[serde(default)]
+    pub claims: Vec<crate::verify::ClaimRecord>,
 }
 
 impl ResearchState {
@@ -129,6 +132,8 @@ impl ResearchState {
             "tokens_used": self.tokens_used,
             "findings": self.gathered.as_ref().map(|g| &g.findings),
             "cut_short": self.gathered.as_ref().and_then(|g| g.cut_short.as_ref()),
+            "notes": self.gathered.as_ref().map(|g| &g.notes),
+            "claims": self.claims,
             "updated_at_ms": now_ms(),
         })
     }
@@ -153,6 +158,10 @@ pub struct Gathered {
     pub done: Vec<String>,
     /// Why research stopped before the plan's end, if it did.
     pub cut_short: Option<String>,
+    /// What had to be worked around: findings matched to the passage they came from or
+    /// dropped, researchers that read nothing themselves, calls given up on.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// The next tool call id of the run (`tool-n`): unique in the run, stable across re-runs.

@@ -232,10 +232,39 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
     assert!(!writer_asks[0].contains("Made up"), "{}", writer_asks[0]);
 
     // Every model call's tokens are counted: 1 plan + 9 researcher turns + 2 reflections + 2
-    // sections.
+    // sections + 2 verifier calls (one per section, on the sentence the offline check
+    // could not confirm).
     let session = research.sessions().get(&run.id).await.unwrap();
+    // Each cited sentence was checked against the passage it cites. The one giving a number
+    // the page does not (17) failed the offline check and the verifier's, and was rewritten
+    // from the passage; the others held.
+    let claims = session["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 6, "three cited sentences per section");
+    for c in claims {
+        let wrong = c["sentence"].as_str().unwrap().contains("17 units");
+        assert_eq!(
+            c["verdict"],
+            if wrong { "unsupported" } else { "supported" },
+            "{c}"
+        );
+        assert_eq!(
+            c["checked_by"],
+            if wrong { "model" } else { "offline" },
+            "{c}"
+        );
+        assert_eq!(
+            c["outcome"],
+            if wrong { "rewritten" } else { "kept" },
+            "{c}"
+        );
+        assert!(
+            c["span"]["text"].as_str().unwrap().contains("42 units"),
+            "{c}"
+        );
+    }
+    assert!(!report.contains("17 units"), "{report}");
     let calls = llm.requests().len() as u64;
-    assert_eq!(calls, 14);
+    assert_eq!(calls, 16);
     assert_eq!(
         session["tokens_used"],
         calls * (PROMPT_TOKENS + COMPLETION_TOKENS)
@@ -505,5 +534,111 @@ async fn model_text_reaches_the_stream_while_the_model_is_still_answering() {
     assert_eq!(
         streamed,
         "{\"clarifying_questions\": [], \"queries\": [\"a\"], \"outline\": [\"O\"]}"
+    );
+}
+
+/// A model that follows the protocol but not the prompts (see `naive_agent`): prose plans,
+/// tool calls written as text with arguments taken from the schema, URLs that were in no
+/// result, empty or misattributed findings, an uncited report. The run still reads what its
+/// searches found and ends with a report whose every section cites it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_naive_model_still_gets_a_cited_report_from_what_the_searches_found() {
+    let web = SearchAndPages::start().await;
+    let llm = Server::start(fathom_testkit::agent::naive_agent()).await;
+    let (research, store, _db) = service(&web, &llm).await;
+    let run = research
+        .start(
+            "What did the survey measure?",
+            Some(json!({"require_approval": false, "depth": "light"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
+
+    // The tool call written in text was run, with the schema's words as its query; the
+    // invented URL was never requested (it is on no trusted origin and fails), but the
+    // search's top result was read.
+    assert!(web.searches.load(Ordering::SeqCst) >= 1);
+    assert!(web.pages.load(Ordering::SeqCst) >= 1);
+    let events = store.events_after(&run.id, -1, 10_000).await.unwrap();
+    let calls: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e.envelope.event_type == "ToolCall")
+        .map(|e| &e.envelope.value)
+        .collect();
+    assert!(
+        calls.iter().any(|c| c["tool_name"] == "web_search"
+            && c["tool_kwargs"]["query"] == "What to search for."),
+        "{calls:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["tool_kwargs"]["url"] == "https://invented.example/article")
+    );
+
+    let done = store.get_run(&run.id).await.unwrap().unwrap();
+    let result = done.result.unwrap().value;
+    let report = result["report_markdown"].as_str().unwrap();
+    let sources = result["sources"].as_array().unwrap();
+    assert!(!sources.is_empty(), "{report}");
+    assert!(
+        sources
+            .iter()
+            .all(|s| s["url"].as_str().unwrap().contains("/pages/")),
+        "{sources:?}"
+    );
+    // The model's uncited prose is gone: each section holds cited sentences of the page
+    // read, or says that nothing read covered it.
+    let sections: Vec<&str> = report
+        .split("\n## ")
+        .skip(1)
+        .filter(|s| !s.starts_with("Sources"))
+        .collect();
+    assert!(sections.iter().any(|s| s.contains("[1]")), "{report}");
+    for s in &sections {
+        assert!(
+            s.contains("[1]") || s.contains("None of the sources read covered this section."),
+            "{s}\n\n{report}"
+        );
+    }
+    assert!(
+        !report.contains("covers the subject in some depth"),
+        "{report}"
+    );
+    assert!(report.contains("42 units in 2024"), "{report}");
+
+    let session = research.sessions().get(&run.id).await.unwrap();
+    let notes: Vec<&str> = session["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let noted = |what: &str| notes.iter().any(|n| n.contains(what));
+    assert!(
+        noted("which was not read; it matches a passage of"),
+        "{notes:?}"
+    );
+    assert!(
+        noted("reported no usable findings; the best passages it read stand in"),
+        "{notes:?}"
+    );
+    assert!(
+        noted("was written from the sources' own sentences"),
+        "{notes:?}"
+    );
+    // Each cited sentence was checked against its passage, and holds.
+    let claims = session["claims"].as_array().unwrap();
+    assert!(!claims.is_empty());
+    for c in claims {
+        assert_eq!(c["verdict"], "supported", "{c}");
+        assert_eq!(c["outcome"], "kept", "{c}");
+        assert!(!c["span"]["text"].as_str().unwrap().is_empty(), "{c}");
+    }
+    assert!(
+        claims
+            .iter()
+            .any(|c| c["sentence"].as_str().unwrap().contains("42 units"))
     );
 }

@@ -25,7 +25,8 @@ pub fn last_message(body: &serde_json::Value) -> serde_json::Value {
 /// task (slowly, so parallel researchers overlap), reads the first result and reports one
 /// fact from it plus one tied to a URL it never read; the first reflection (one task done
 /// or two) swaps what is left for `delta`, later ones complete; the writer cites source 1,
-/// a source 9 that does not exist, and source 2.
+/// a source 9 that does not exist, source 1 again for a number no source gives, and source 2;
+/// the verifier finds no claim it is asked about supported.
 pub fn scripted_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + Sync {
     |body, _| {
         let sys = system_prompt(body);
@@ -52,8 +53,14 @@ pub fn scripted_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + 
             return Reply::Text(vec![
                 "The survey measured 42 units in 2024 [1]. ".into(),
                 "A claim that cites nothing read [9]. ".into(),
-                "Later work agreed with it [2].".into(),
+                "The survey team counted 17 units [1]. ".into(),
+                "The survey team measured it at 42 units in 2024 as well [2].".into(),
             ]);
+        }
+        if sys.starts_with("You check a report's citations") {
+            return Reply::text(
+                r#"{"supported": false, "reason": "the passage gives another number"}"#,
+            );
         }
         let msg = last_message(body);
         let content = msg["content"].as_str().unwrap_or("").to_string();
@@ -88,6 +95,62 @@ pub fn scripted_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + 
                 }
             },
             _ => Reply::text("{\"findings\": []}"),
+        }
+    }
+}
+
+/// A model that follows the protocol but not the prompts, as small local models do: it plans
+/// and reflects in prose where JSON was asked for; a researcher writes its first tool call
+/// as fenced JSON in its text (not in `tool_calls`) with arguments made from the tool's
+/// schema alone (each property's description as its value), then reads a URL that was in
+/// no result, then reports either nothing (`{"findings": []}`, when its task has an even
+/// number of characters) or a fact tied to that invented URL; the writer writes prose with
+/// no citation; the verifier says "yes" in prose.
+pub fn naive_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + Sync {
+    |body, _| {
+        let sys = system_prompt(body);
+        if !sys.starts_with("You are a researcher") {
+            if sys.starts_with("You write one section") {
+                return Reply::text(
+                    "This section covers the subject in some depth. It is interesting.",
+                );
+            }
+            return Reply::text("Sure, that sounds good to me. Yes.");
+        }
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let task = messages
+            .get(1)
+            .and_then(|m| m["content"].as_str())
+            .and_then(|c| c.rsplit("Your task: ").next())
+            .unwrap_or("")
+            .to_string();
+        let tool_results = messages.iter().filter(|m| m["role"] == "tool").count();
+        if body["tools"].is_array() && tool_results == 0 {
+            let tool = &body["tools"][0]["function"];
+            let mut args = serde_json::Map::new();
+            if let Some(props) = tool["parameters"]["properties"].as_object() {
+                for (name, schema) in props {
+                    let placeholder = schema["description"].as_str().unwrap_or(name);
+                    args.insert(name.clone(), placeholder.into());
+                }
+            }
+            let call = serde_json::json!({"name": tool["name"], "arguments": args});
+            return Reply::text(&format!("I will search first.\n```json\n{call}\n```"));
+        }
+        if body["tools"].is_array() && tool_results == 1 {
+            return Reply::call(
+                "call_f",
+                "fetch_url",
+                serde_json::json!({"url": "https://invented.example/article"}),
+            );
+        }
+        if task.chars().count() % 2 == 0 {
+            Reply::text("{\"findings\": []}")
+        } else {
+            Reply::text(
+                "{\"findings\": [{\"fact\": \"It was measured at 42 units in 2024 by the survey team.\", \
+                 \"url\": \"https://invented.example/article\"}]}",
+            )
         }
     }
 }

@@ -123,7 +123,6 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let time: u128 = rows.iter().map(|r| r.elapsed_ms).sum();
     let tokens: u64 = rows.iter().map(|r| r.tokens).sum();
     if args.json {
-        // "support" is the older name of precision, kept for readers of earlier output.
         let per: Vec<Value> = rows
             .iter()
             .map(|r| {
@@ -133,7 +132,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
                        "cited_sentences": r.check.cited_sentences, "supported": r.check.supported,
                        "claim_sentences": r.check.claim_sentences,
                        "precision": r.check.precision(), "recall": r.check.recall(),
-                       "support": r.check.precision(), "sources_cited": r.sources_cited,
+                       "sources_cited": r.sources_cited,
                        "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms, "tokens": r.tokens})
             })
             .collect();
@@ -143,7 +142,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             "cited_sentences": total.cited_sentences, "supported": total.supported,
             "claim_sentences": total.claim_sentences,
             "precision": total.precision(), "recall": total.recall(),
-            "support": total.precision(), "elapsed_ms": time, "tokens": tokens}});
+            "elapsed_ms": time, "tokens": tokens}});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("mode: {mode}");

@@ -3,18 +3,20 @@
 //! step, and the writer. Every model call is one journaled call ([`turn`]): after a crash its
 //! answer is read back, never asked for again, and its stream events appear once.
 
+mod findings;
 pub mod planner;
 pub mod researcher;
+pub mod verifier;
 pub mod writer;
 
 use std::sync::{Arc, Mutex};
 
 use fathom_engine::{Envelope, StepError};
-use fathom_llm::{ChatModel, ChatRequest, ChatResponse, OpenAiChat, StreamDelta};
+use fathom_llm::{ChatModel, ChatRequest, ChatResponse, Message, OpenAiChat, StreamDelta};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::events::{AgentOutput, AgentStream, ChatMessage, ToolSelection};
+use crate::events::{AgentInput, AgentOutput, AgentStream, ChatMessage, ToolSelection};
 use crate::state::RunCtx;
 
 /// The model settings of each role (all three, or the agent is not used).
@@ -49,6 +51,68 @@ pub struct Turn {
     pub response: ChatResponse,
 }
 
+/// A model call that gave no usable answer, as journaled: why, and whether the conversation
+/// was too long for the model (the caller may shorten it and ask again).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "FailureRepr")]
+pub struct CallFailure {
+    pub message: String,
+    #[serde(default)]
+    pub overflow: bool,
+}
+
+/// Journals written before failures said whether the context overflowed hold a bare message.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum FailureRepr {
+    Message(String),
+    Full {
+        message: String,
+        #[serde(default)]
+        overflow: bool,
+    },
+}
+
+impl From<FailureRepr> for CallFailure {
+    fn from(r: FailureRepr) -> CallFailure {
+        match r {
+            FailureRepr::Message(message) => CallFailure {
+                message,
+                overflow: false,
+            },
+            FailureRepr::Full { message, overflow } => CallFailure { message, overflow },
+        }
+    }
+}
+
+impl CallFailure {
+    fn new(message: impl Into<String>) -> CallFailure {
+        CallFailure {
+            message: message.into(),
+            overflow: false,
+        }
+    }
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// What a model call may cost in answer tokens, by role: enough for what each must say, and
+/// a bound on a model that would go on forever.
+pub mod output_tokens {
+    pub const PLAN: u32 = 700;
+    pub const RESEARCH: u32 = 700;
+    pub const REFLECT: u32 = 300;
+    pub const WRITE: u32 = 700;
+    pub const VERIFY: u32 = 150;
+}
+
+/// How many times an unusable answer is asked for again.
+const RETRIES: u32 = 1;
+
 /// Text received and not yet on the stream, and all text so far.
 #[derive(Default)]
 struct Pending {
@@ -68,7 +132,7 @@ pub async fn turn(
     model: &Arc<dyn ChatModel>,
     request: ChatRequest,
     before: Vec<Envelope>,
-) -> Result<Result<Turn, String>, StepError> {
+) -> Result<Result<Turn, CallFailure>, StepError> {
     let name = agent.to_string();
     let structured = request.response_format.is_some();
     let model = model.clone();
@@ -91,7 +155,7 @@ pub async fn turn(
             })?])
         }
     };
-    let outcome: Result<Turn, String> = ctx
+    let outcome: Result<Turn, CallFailure> = ctx
         .run_live(
             key,
             before,
@@ -109,13 +173,18 @@ pub async fn turn(
                     // better, and a report written without the model would hide it. The
                     // step fails (it is not journaled) and the run reports why.
                     Err(e) if is_setup_error(&e) => Err(StepError::permanent(e)),
+                    // Too long a conversation: the caller may shorten it and ask again.
+                    Err(e @ fathom_llm::LlmError::ContextExceeded { .. }) => Ok(Err(CallFailure {
+                        message: e.to_string(),
+                        overflow: true,
+                    })),
                     // The server stayed unavailable: journaled, and the agent goes on
                     // without this answer.
-                    Err(e) => Ok(Err(e.to_string())),
+                    Err(e) => Ok(Err(CallFailure::new(e.to_string()))),
                 }
             },
             tick,
-            move |outcome: &Result<Turn, String>| output_event(&name, structured, outcome),
+            move |outcome: &Result<Turn, CallFailure>| output_event(&name, structured, outcome),
         )
         .await?;
     if let Ok(t) = &outcome {
@@ -123,6 +192,77 @@ pub async fn turn(
         ctx.edit_state(|s| s.tokens_used += used.total_tokens);
     }
     Ok(outcome)
+}
+
+/// Why the agent cannot use an answer as it is, if it cannot.
+fn flaw(r: &ChatResponse, structured: bool) -> Option<&'static str> {
+    if r.finish_reason == fathom_llm::FINISH_REPETITION {
+        return Some("repeated itself");
+    }
+    if r.content.trim().is_empty() && r.tool_calls.is_empty() {
+        return Some("was empty");
+    }
+    // Prose where JSON was asked for is the caller's to handle (the planner says what was
+    // wrong; others go on without); JSON cut off by the length bound is worth a shorter try.
+    if structured && r.finish_reason == "length" && r.json().is_none() {
+        return Some("was cut off at its length limit");
+    }
+    None
+}
+
+/// A model call as [`turn`], asked again when the answer is one the agent cannot use (it
+/// repeated itself and was cut, it was empty, or its JSON was cut off by the length bound):
+/// at most [`RETRIES`] times, each under a key of its own (so a resumed run asks exactly
+/// what an uninterrupted one asked), each shown on the stream as an `AgentInput` saying
+/// what was wrong. An answer still unusable after that is given up on, with that reason.
+pub async fn ask(
+    ctx: &RunCtx,
+    key: &str,
+    agent: &str,
+    model: &Arc<dyn ChatModel>,
+    mut request: ChatRequest,
+    mut before: Vec<Envelope>,
+) -> Result<Result<Turn, CallFailure>, StepError> {
+    let structured = request.response_format.is_some();
+    let mut attempt = 0;
+    loop {
+        let key = match attempt {
+            0 => key.to_string(),
+            n => format!("{key}:again{n}"),
+        };
+        let t = match turn(ctx, &key, agent, model, request.clone(), before).await? {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
+        };
+        let Some(why) = flaw(&t.response, structured) else {
+            return Ok(Ok(t));
+        };
+        if attempt == RETRIES {
+            tracing::warn!(agent, why, "model answer unusable; given up");
+            return Ok(Err(CallFailure::new(format!(
+                "the model's answer {why}, {} times",
+                attempt + 1
+            ))));
+        }
+        tracing::warn!(agent, why, "model answer unusable; asking again");
+        let again = format!(
+            "Your answer {why}. Answer again, briefly{}.",
+            if structured {
+                ", with the JSON object only"
+            } else {
+                ""
+            }
+        );
+        // The unusable answer is not sent back: a loop read again tends to be written again,
+        // and so does one at the same temperature.
+        request.messages.push(Message::user(again.clone()));
+        request.temperature = Some(request.temperature.unwrap_or(0.2) + 0.3);
+        before = vec![Envelope::of(&AgentInput {
+            input: vec![ChatMessage::new("user", again)],
+            current_agent_name: agent.into(),
+        })?];
+        attempt += 1;
+    }
 }
 
 /// Errors that come from how the model is set up rather than from the moment.
@@ -139,7 +279,7 @@ fn is_setup_error(e: &fathom_llm::LlmError) -> bool {
 fn output_event(
     agent: &str,
     structured: bool,
-    outcome: &Result<Turn, String>,
+    outcome: &Result<Turn, CallFailure>,
 ) -> Result<Vec<Envelope>, StepError> {
     let mut usage = None;
     let (text, calls, structured_response) = match outcome {

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use fathom_engine::StepError;
 use fathom_llm::{ChatRequest, Message, ResponseFormat};
 
-use super::{Models, schema_of, turn};
+use super::{Models, ask, output_tokens, schema_of};
 use crate::planner::Plan;
 use crate::state::RunCtx;
 
@@ -16,10 +16,13 @@ use crate::state::RunCtx;
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct PlanDraft {
     /// Questions for the person, only when the question is too vague to research well.
+    #[schemars(length(max = 3), inner(length(max = 200)))]
     pub clarifying_questions: Vec<String>,
     /// Web search queries that together cover the question.
+    #[schemars(length(max = 8), inner(length(max = 150)))]
     pub queries: Vec<String>,
     /// Section titles of the report, in order.
+    #[schemars(length(max = 7), inner(length(max = 80)))]
     pub outline: Vec<String>,
 }
 
@@ -41,14 +44,14 @@ pub async fn plan(
     feedback: &[String],
     answers: &[String],
 ) -> Result<(Plan, Option<String>), StepError> {
-    let mut ask = format!("Question: {question}");
+    let mut prompt = format!("Question: {question}");
     for f in feedback {
-        ask.push_str(&format!("\nReviewer feedback on the previous plan: {f}"));
+        prompt.push_str(&format!("\nReviewer feedback on the previous plan: {f}"));
     }
     for a in answers {
-        ask.push_str(&format!("\nAnswer to a clarifying question: {a}"));
+        prompt.push_str(&format!("\nAnswer to a clarifying question: {a}"));
     }
-    let mut messages = vec![Message::system(SYSTEM), Message::user(ask)];
+    let mut messages = vec![Message::system(SYSTEM), Message::user(prompt)];
     let mut problem = String::new();
     // A second attempt is told what was wrong with the first.
     for attempt in 1..=2 {
@@ -59,13 +62,14 @@ pub async fn plan(
                 schema: schema_of::<PlanDraft>(),
             }),
             temperature: Some(0.2),
+            max_tokens: Some(output_tokens::PLAN),
             ..Default::default()
         };
         let key = format!("llm:planner:{round}:{attempt}");
-        let answer = match turn(ctx, &key, "planner", &models.planner, request, Vec::new()).await? {
+        let answer = match ask(ctx, &key, "planner", &models.planner, request, Vec::new()).await? {
             Ok(t) => t.response,
             Err(e) => {
-                problem = e;
+                problem = e.message;
                 break;
             }
         };

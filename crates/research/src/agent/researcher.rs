@@ -8,42 +8,44 @@
 use fathom_engine::{Envelope, StepError};
 use fathom_llm::{ChatRequest, Message, ResponseFormat, ToolSpec};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Models, schema_of, turn};
+use super::findings::{ReadDoc, findings_of, from_passages};
+use super::{Models, ask, output_tokens, schema_of};
 use crate::events::{AgentInput, ChatMessage, ParsedRef};
 use crate::planner::Plan;
 use crate::settings::Settings;
 use crate::state::{Finding, Gathered, RunCtx};
-use crate::tools::Invocation;
-use crate::tools::Tools;
+use crate::tools::passages::{best_passages, cut, opening};
+use crate::tools::web::canonical_url;
+use crate::tools::{Invocation, Tools};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct WebSearchArgs {
     /// What to search for.
+    #[schemars(length(max = 200))]
     query: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct FetchUrlArgs {
     /// The http(s) URL of a search result to read.
+    #[schemars(length(max = 2000))]
     url: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-struct Findings {
-    findings: Vec<Finding>,
 }
 
 /// The reflection after a research step.
 #[derive(Debug, Deserialize, JsonSchema)]
 struct Reflection {
     /// `continue` with the remaining tasks, `adjust` them, or `complete` research.
+    #[schemars(regex(pattern = "^(continue|adjust|complete)$"))]
     decision: String,
     /// With `adjust`: the tasks still to research (replacing the remaining ones).
+    #[schemars(length(max = 5), inner(length(max = 200)))]
     tasks: Vec<String>,
     /// Why, in one sentence.
+    #[schemars(length(max = 300))]
     reason: String,
 }
 
@@ -51,17 +53,26 @@ struct Reflection {
 const MAX_TURNS: usize = 6;
 /// Tool calls of one turn that are run; more are answered with a refusal.
 const MAX_CALLS_PER_TURN: usize = 4;
-/// Text of a fetched document handed to the model.
-const EXCERPT_CHARS: usize = 6000;
+/// Search results a search reads itself, and the passages shown of each.
+const READ_PER_SEARCH: usize = 3;
+const HIT_PASSAGES: usize = 2;
+/// Passages shown of a page the researcher reads for its task.
+const TASK_PASSAGES: usize = 4;
+/// Characters of one passage: prompts stay short (a small local model reads about 20
+/// tokens a second).
+const PASSAGE_CHARS: usize = 600;
+/// Characters a tool result keeps when a conversation must be shortened.
+const SHORT_RESULT: usize = 300;
+/// Findings taken from the passages read when a researcher reported none.
+const FALLBACK_FINDINGS: usize = 6;
 /// Share of the token budget after which no new research starts.
 const BUDGET_SHARE: f64 = 0.8;
 
-const RESEARCHER: &str = "You are a researcher. Research the task you are given with the \
-tools: search with `web_search`, then read the most promising results with `fetch_url`. Read \
-at least one source before answering and never state what you did not read. When you have \
-enough, answer without calling a tool, with JSON only: {\"findings\": [{\"fact\": \"...\", \
-\"url\": \"...\"}]}: specific, self-contained facts (keep numbers, names and dates), each with \
-the URL of the document you read it in.";
+const RESEARCHER: &str = "You are a researcher. Use the tools: `web_search` shows the best \
+passages of its top results; `fetch_url` reads more of a result. State only what you read. \
+When you have enough, answer without a tool call, with JSON only: {\"findings\": [{\"fact\": \
+\"...\", \"url\": \"...\"}]}: up to 8 specific, self-contained facts (keep numbers, names and \
+dates), each with the URL it was read at.";
 
 const REFLECT: &str = "You review research in progress. Given the question, the tasks done \
 and their findings, and the tasks left, decide: `continue` (the tasks left are right), \
@@ -72,12 +83,14 @@ fn tool_specs() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: "web_search".into(),
-            description: "Search the web; returns titles, URLs and snippets.".into(),
+            description: "Search; returns titles, URLs and the best passages of the top results."
+                .into(),
             parameters: schema_of::<WebSearchArgs>(),
         },
         ToolSpec {
             name: "fetch_url".into(),
-            description: "Read a document found by web_search; returns its main text.".into(),
+            description: "Read a document found by web_search; returns its passages on your task."
+                .into(),
             parameters: schema_of::<FetchUrlArgs>(),
         },
     ]
@@ -120,14 +133,28 @@ pub async fn research(
         }
         // The bound on parallel researchers: one batch at a time, at most `parallel` in it.
         let batch: Vec<String> = pending.drain(..pending.len().min(parallel)).collect();
-        let runs = batch
-            .iter()
-            .enumerate()
-            .map(|(i, task)| researcher(ctx, tools, models, plan, settings, step, i + 1, task));
+        let runs = batch.iter().enumerate().map(|(i, task)| {
+            researcher(
+                ctx,
+                tools,
+                models,
+                plan,
+                settings,
+                step,
+                i + 1,
+                task,
+                &wrap_up,
+            )
+        });
         for (task, outcome) in batch.iter().zip(futures_util::future::join_all(runs).await) {
-            let (findings, read) = outcome?;
+            let Report {
+                findings,
+                read,
+                notes,
+            } = outcome?;
             gathered.done.push(task.clone());
             gathered.findings.extend(findings);
+            gathered.notes.extend(notes);
             for r in read {
                 if !gathered.read.iter().any(|x| x.url == r.url) {
                     gathered.read.push(r);
@@ -172,8 +199,8 @@ async fn reflect(
         brief.push_str(&format!("- {t}\n"));
     }
     brief.push_str("\nFindings:\n");
-    for f in gathered.findings.iter().take(60) {
-        brief.push_str(&format!("- {} ({})\n", f.fact, f.url));
+    for f in gathered.findings.iter().take(30) {
+        brief.push_str(&format!("- {}\n", cut(&f.fact, 200)));
     }
     brief.push_str("\nTasks left:\n");
     for t in pending {
@@ -186,10 +213,11 @@ async fn reflect(
             schema: schema_of::<Reflection>(),
         }),
         temperature: Some(0.0),
+        max_tokens: Some(output_tokens::REFLECT),
         ..Default::default()
     };
     let key = format!("llm:reflect:{step}");
-    let Ok(t) = turn(
+    let Ok(t) = ask(
         ctx,
         &key,
         "reflection",
@@ -208,9 +236,18 @@ async fn reflect(
         .inspect(|r| tracing::info!(decision = %r.decision, reason = %r.reason, "reflection")))
 }
 
+/// What one researcher brings back.
+struct Report {
+    findings: Vec<Finding>,
+    read: Vec<ParsedRef>,
+    notes: Vec<String>,
+}
+
 /// One researcher: a tool-calling loop on `task`, ending with its findings and the documents
 /// it read. Its model calls and tool calls are journaled under keys of its own, so parallel
-/// researchers replay exactly after a crash.
+/// researchers replay exactly after a crash. Every search reads its top results itself and
+/// shows the model their best passages; a researcher that read nothing has its task searched
+/// and read for it, and one that reported nothing usable gets the best of what it read.
 #[allow(clippy::too_many_arguments)]
 async fn researcher(
     ctx: &RunCtx,
@@ -221,13 +258,24 @@ async fn researcher(
     step: usize,
     n: usize,
     task: &str,
-) -> Result<(Vec<Finding>, Vec<ParsedRef>), StepError> {
+    wrap_up: &impl Fn() -> bool,
+) -> Result<Report, StepError> {
     let name = format!("researcher-{n}");
-    let ask = format!("Research question: {}\nYour task: {task}", plan.question);
-    let mut messages = vec![Message::system(RESEARCHER), Message::user(ask.clone())];
-    let mut read: Vec<ParsedRef> = Vec::new();
+    let ask_text = format!("Research question: {}\nYour task: {task}", plan.question);
+    let mut messages = vec![Message::system(RESEARCHER), Message::user(ask_text.clone())];
+    let mut reader = Reader {
+        ctx,
+        tools,
+        settings,
+        task,
+        read: Vec::new(),
+    };
+    let mut notes: Vec<String> = Vec::new();
+    let mut answer_text: Option<String> = None;
+    let mut nudged = false;
+    let mut shrunk = false;
     for turn_no in 1..=MAX_TURNS {
-        let last = turn_no == MAX_TURNS || over_budget(ctx, settings).is_some();
+        let last = turn_no == MAX_TURNS || over_budget(ctx, settings).is_some() || wrap_up();
         if last {
             messages.push(Message::user(
                 "Stop researching now and give your findings as JSON.",
@@ -235,7 +283,7 @@ async fn researcher(
         }
         let before = if turn_no == 1 {
             vec![Envelope::of(&AgentInput {
-                input: vec![ChatMessage::new("user", ask.clone())],
+                input: vec![ChatMessage::new("user", ask_text.clone())],
                 current_agent_name: name.clone(),
             })?]
         } else {
@@ -245,18 +293,61 @@ async fn researcher(
             messages: messages.clone(),
             tools: if last { Vec::new() } else { tool_specs() },
             temperature: Some(0.2),
+            max_tokens: Some(output_tokens::RESEARCH),
             ..Default::default()
         };
         let key = format!("llm:research:{step}:{n}:{turn_no}");
-        let answer = match turn(ctx, &key, &name, &models.researcher, request, before).await? {
+        let mut outcome = ask(
+            ctx,
+            &key,
+            &name,
+            &models.researcher,
+            request.clone(),
+            before,
+        )
+        .await?;
+        // Too long a conversation: the pages read so far are cut short, once.
+        if let Err(e) = &outcome
+            && e.overflow
+            && !shrunk
+        {
+            shrunk = true;
+            notes.push(format!("{name}: the conversation outgrew the model's context; the pages read were shortened"));
+            shorten(&mut messages);
+            let request = ChatRequest {
+                messages: messages.clone(),
+                ..request
+            };
+            outcome = ask(
+                ctx,
+                &format!("{key}:short"),
+                &name,
+                &models.researcher,
+                request,
+                Vec::new(),
+            )
+            .await?;
+        }
+        let answer = match outcome {
             Ok(t) => t.response,
             Err(e) => {
                 tracing::warn!(researcher = %name, error = %e, "researcher stopped");
-                return Ok((Vec::new(), read));
+                notes.push(format!("{name} stopped: {e}"));
+                break;
             }
         };
         if answer.tool_calls.is_empty() {
-            return Ok((findings_of(&answer.content, &read), read));
+            // An answer before reading anything is from memory: asked once to use the tools.
+            if reader.read.is_empty() && !nudged && !last {
+                nudged = true;
+                messages.push(Message::assistant(answer.content.clone(), Vec::new()));
+                messages.push(Message::user(
+                    "You have read nothing yet. Call web_search first; state only what you read.",
+                ));
+                continue;
+            }
+            answer_text = Some(answer.content);
+            break;
         }
         messages.push(Message::assistant(
             answer.content.clone(),
@@ -269,133 +360,233 @@ async fn researcher(
             } else {
                 match call.kwargs() {
                     Err(e) => e,
-                    Ok(args) => {
-                        run_tool(ctx, tools, settings, &call.name, tool_id, args, &mut read).await?
-                    }
+                    Ok(args) => reader.call(&call.name, &tool_id, args).await?,
                 }
             };
             messages.push(Message::tool(call.id.clone(), reply));
         }
     }
-    Ok((Vec::new(), read))
+    // Nothing read (no search, invented URLs, failed fetches): the task is searched and its
+    // top results read here, so the writer has sources.
+    if reader.read.is_empty() && !wrap_up() {
+        let id = format!("web_search-s{step}r{n}-fallback");
+        reader.search(&id, task).await?;
+        if !reader.read.is_empty() {
+            notes.push(format!(
+                "{name} read nothing itself; its task's top search results were read for it"
+            ));
+        }
+    }
+    let (mut findings, found_notes) = match &answer_text {
+        Some(text) => findings_of(text, &reader.read),
+        None => (Vec::new(), Vec::new()),
+    };
+    notes.extend(found_notes.into_iter().map(|n| format!("{name}: {n}")));
+    if findings.is_empty() && !reader.read.is_empty() {
+        findings = from_passages(&reader.read, FALLBACK_FINDINGS);
+        notes.push(format!(
+            "{name} reported no usable findings; the best passages it read stand in"
+        ));
+    }
+    for note in &notes {
+        tracing::info!(researcher = %name, "{note}");
+    }
+    Ok(Report {
+        findings,
+        read: reader
+            .read
+            .iter()
+            .map(|d| ParsedRef {
+                url: d.url.clone(),
+                title: d.title.clone(),
+                file_id: d.file_id.clone(),
+            })
+            .collect(),
+        notes,
+    })
 }
 
-/// Runs one tool call through the journal; returns what the model is told.
-async fn run_tool(
-    ctx: &RunCtx,
-    tools: &Tools,
-    settings: &Settings,
-    name: &str,
-    tool_id: String,
-    args: Value,
-    read: &mut Vec<ParsedRef>,
-) -> Result<String, StepError> {
-    match name {
-        "web_search" => {
-            let Ok(a) = serde_json::from_value::<WebSearchArgs>(args.clone()) else {
-                return Ok("web_search needs {\"query\": \"...\"}".into());
-            };
-            let (search, k) = (tools.search.clone(), settings.max_search_results_per_query);
-            let hits = Invocation::new("web_search", tool_id, json!({"query": a.query}))
-                .call(
-                    ctx,
-                    || async move { search.search(&a.query, k).await },
-                    |hits: &Vec<fathom_corpus::SearchHit>| format!("{} results", hits.len()),
-                    |hits| json!({ "hits": hits }),
-                )
-                .await?;
-            Ok(match hits {
-                Ok(hits) if hits.is_empty() => "No results.".into(),
-                Ok(hits) => hits
-                    .iter()
-                    .map(|h| format!("- {} <{}>\n  {}", h.title, h.url, h.snippet))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                Err(e) => format!("Search failed: {e}"),
-            })
+/// Cuts every tool result but the last to its first lines: what was read stays named, the
+/// bulk goes.
+fn shorten(messages: &mut [Message]) {
+    let tools: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == fathom_llm::Role::Tool)
+        .map(|(i, _)| i)
+        .collect();
+    for &i in tools.iter().rev().skip(1) {
+        messages[i].content = crate::tools::passages::cut(&messages[i].content, SHORT_RESULT);
+    }
+    if let Some(&i) = tools.last() {
+        messages[i].content = crate::tools::passages::cut(&messages[i].content, 4 * SHORT_RESULT);
+    }
+}
+
+/// A researcher's hands: runs its tool calls through the journal and remembers what it read.
+struct Reader<'a> {
+    ctx: &'a RunCtx,
+    tools: &'a Tools,
+    settings: &'a Settings,
+    task: &'a str,
+    read: Vec<ReadDoc>,
+}
+
+impl Reader<'_> {
+    /// Runs one tool call; returns what the model is told.
+    async fn call(&mut self, name: &str, tool_id: &str, args: Value) -> Result<String, StepError> {
+        match name {
+            "web_search" => match serde_json::from_value::<WebSearchArgs>(args) {
+                Ok(a) if !a.query.trim().is_empty() => self.search(tool_id, &a.query).await,
+                _ => Ok("web_search needs {\"query\": \"...\"}".into()),
+            },
+            "fetch_url" => match serde_json::from_value::<FetchUrlArgs>(args) {
+                Ok(a) => self.fetch(tool_id, &a.url).await,
+                Err(_) => Ok("fetch_url needs {\"url\": \"...\"}".into()),
+            },
+            other => Ok(format!(
+                "There is no tool named {other}. The tools are web_search and fetch_url."
+            )),
         }
-        "fetch_url" => {
-            let Ok(a) = serde_json::from_value::<FetchUrlArgs>(args) else {
-                return Ok("fetch_url needs {\"url\": \"...\"}".into());
+    }
+
+    /// `web_search`, then its top results read and shown by their best passages.
+    async fn search(&mut self, tool_id: &str, query: &str) -> Result<String, StepError> {
+        let (search, k) = (
+            self.tools.search.clone(),
+            self.settings.max_search_results_per_query,
+        );
+        let q = query.to_string();
+        let hits = Invocation::new("web_search", tool_id.to_string(), json!({"query": query}))
+            .call(
+                self.ctx,
+                || async move { search.search(&q, k).await },
+                |hits: &Vec<fathom_corpus::SearchHit>| format!("{} results", hits.len()),
+                |hits| json!({ "hits": hits }),
+            )
+            .await?;
+        let hits = match hits {
+            Ok(hits) if hits.is_empty() => return Ok("No results.".into()),
+            Ok(hits) => hits,
+            Err(e) => return Ok(format!("Search failed: {e}")),
+        };
+        let mut out = String::new();
+        for (j, h) in hits.iter().enumerate() {
+            out.push_str(&format!("{}. {} <{}>\n", j + 1, h.title, h.url));
+            let doc = if j < READ_PER_SEARCH {
+                self.open(&format!("fetch_url-{tool_id}h{j}"), &h.url, query)
+                    .await?
+                    .ok()
+            } else {
+                None
             };
-            let tools = tools.clone();
-            let url = a.url.clone();
-            let outcome = Invocation::new("fetch_url", tool_id, json!({"url": a.url}))
-                .call(
-                    ctx,
-                    || async move {
-                        // Fetched and parsed in one call: the bytes in hand are parsed,
-                        // not read back from storage.
-                        let (raw, bytes) = tools.fetch_raw(&url).await?;
-                        let (summary, doc) = tools.parse_bytes(&raw, bytes).await?;
-                        Ok(ReadDoc {
-                            url: raw.url,
-                            title: summary.title,
-                            file_id: summary.file_id,
-                            excerpt: excerpt(&doc),
-                        })
-                    },
-                    |d: &ReadDoc| format!("Read \"{}\" ({})", d.title, d.url),
-                    |d| json!({"url": d.url, "title": d.title, "file_id": d.file_id}),
-                )
-                .await?;
-            Ok(match outcome {
-                Ok(d) => {
-                    if !read.iter().any(|r| r.url == d.url) {
-                        read.push(ParsedRef {
-                            url: d.url.clone(),
-                            title: d.title.clone(),
-                            file_id: d.file_id.clone(),
-                        });
+            match doc {
+                Some(d) if !d.passages.is_empty() => {
+                    for p in &d.passages {
+                        out.push_str(&format!("   > {}\n", p.text));
                     }
-                    format!("# {}\nURL: {}\n\n{}", d.title, d.url, d.excerpt)
                 }
-                Err(e) => format!("Could not read it: {e}"),
-            })
+                _ if !h.snippet.trim().is_empty() => {
+                    out.push_str(&format!("   {}\n", cut(h.snippet.trim(), PASSAGE_CHARS)))
+                }
+                _ => {}
+            }
         }
-        other => Ok(format!("There is no tool named {other}.")),
+        Ok(out)
     }
-}
 
-/// A document as the researcher reads it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct ReadDoc {
-    url: String,
-    title: String,
-    /// The parsed document's artifact.
-    file_id: String,
-    excerpt: String,
-}
-
-fn excerpt(doc: &fathom_parse::ParsedDoc) -> String {
-    let mut out = String::new();
-    for b in &doc.blocks {
-        if out.len() + b.text.len() > EXCERPT_CHARS {
-            break;
-        }
-        out.push_str(&b.text);
-        out.push_str("\n\n");
-    }
-    out
-}
-
-/// The findings in a researcher's final answer, keeping only those tied to a document it
-/// read (a URL it never fetched cannot be cited).
-fn findings_of(content: &str, read: &[ParsedRef]) -> Vec<Finding> {
-    let parsed = fathom_llm::parse_loose_json(content)
-        .and_then(|v| serde_json::from_value::<Findings>(v).ok())
-        .map(|f| f.findings)
-        .unwrap_or_default();
-    parsed
-        .into_iter()
-        .filter(|f| !f.fact.trim().is_empty())
-        .filter_map(|mut f| {
-            let matched = read.iter().find(|r| {
-                crate::tools::web::canonical_url(&r.url) == crate::tools::web::canonical_url(&f.url)
-            })?;
-            f.url = matched.url.clone();
-            Some(f)
+    /// `fetch_url`: the page's passages that bear on the task.
+    async fn fetch(&mut self, tool_id: &str, url: &str) -> Result<String, StepError> {
+        let task = self.task.to_string();
+        Ok(match self.open(tool_id, url, &task).await? {
+            Ok(d) => {
+                let mut text = format!("# {}\nURL: {}\n\n", d.title, d.url);
+                for p in &d.passages {
+                    text.push_str(&p.text);
+                    text.push_str("\n\n");
+                }
+                text
+            }
+            Err(e) => {
+                let known: Vec<&str> = self.read.iter().map(|d| d.url.as_str()).collect();
+                if known.is_empty() {
+                    format!("Could not read it: {e}. Use web_search to find pages to read.")
+                } else {
+                    format!(
+                        "Could not read it: {e}. Pages read so far: {}",
+                        known.join(", ")
+                    )
+                }
+            }
         })
-        .take(50)
-        .collect()
+    }
+
+    /// One journaled read of `url`, its passages chosen for `query`. A page read before is
+    /// not fetched again: its stored parsed form is read back.
+    async fn open(
+        &mut self,
+        tool_id: &str,
+        url: &str,
+        query: &str,
+    ) -> Result<Result<ReadDoc, String>, StepError> {
+        let tools = self.tools.clone();
+        let (url_owned, query_owned) = (url.to_string(), query.to_string());
+        let known = self
+            .read
+            .iter()
+            .find(|d| canonical_url(&d.url) == canonical_url(url))
+            .cloned();
+        let k = if query == self.task {
+            TASK_PASSAGES
+        } else {
+            HIT_PASSAGES
+        };
+        let outcome = Invocation::new("fetch_url", tool_id.to_string(), json!({"url": url}))
+            .call(
+                self.ctx,
+                || async move {
+                    let doc = match known {
+                        Some(d) => tools.parsed_doc(&d.file_id).await.map(|doc| (d, doc))?,
+                        None => {
+                            // Fetched and parsed in one call: the bytes in hand are parsed,
+                            // not read back from storage.
+                            let (raw, bytes) = tools.fetch_raw(&url_owned).await?;
+                            let (summary, doc) = tools.parse_bytes(&raw, bytes).await?;
+                            let d = ReadDoc {
+                                url: raw.url,
+                                title: summary.title,
+                                file_id: summary.file_id,
+                                passages: Vec::new(),
+                            };
+                            (d, doc)
+                        }
+                    };
+                    let (mut d, doc) = doc;
+                    d.passages = best_passages(&doc, &query_owned, k, PASSAGE_CHARS);
+                    if d.passages.is_empty() {
+                        d.passages.extend(opening(&doc, PASSAGE_CHARS));
+                    }
+                    Ok(d)
+                },
+                |d: &ReadDoc| format!("Read \"{}\" ({})", d.title, d.url),
+                |d| {
+                    json!({"url": d.url, "title": d.title, "file_id": d.file_id,
+                           "passages": d.passages.len()})
+                },
+            )
+            .await?;
+        if let Ok(d) = &outcome {
+            match self.read.iter_mut().find(|r| r.url == d.url) {
+                Some(r) => {
+                    for p in &d.passages {
+                        if !r.passages.contains(p) {
+                            r.passages.push(p.clone());
+                        }
+                    }
+                }
+                None => self.read.push(d.clone()),
+            }
+        }
+        Ok(outcome)
+    }
 }

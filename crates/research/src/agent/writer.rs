@@ -7,7 +7,7 @@
 use fathom_engine::StepError;
 use fathom_llm::{ChatRequest, Message};
 
-use super::{Models, turn};
+use super::{Models, ask, output_tokens};
 use crate::events::ParsedRef;
 use crate::planner::Plan;
 use crate::report::{AlsoCited, Quote};
@@ -41,18 +41,19 @@ pub async fn draft(
             out.push((section.clone(), Vec::new()));
             continue;
         }
-        let ask = format!(
+        let prompt = format!(
             "Report question: {}\nSection to write: {section}\nAt most {} sentences.\n\nSources and findings:\n{sources}",
             plan.question,
             sentences_per_section.max(1) * 2
         );
         let request = ChatRequest {
-            messages: vec![Message::system(WRITER), Message::user(ask)],
+            messages: vec![Message::system(WRITER), Message::user(prompt)],
             temperature: Some(0.3),
+            max_tokens: Some(output_tokens::WRITE),
             ..Default::default()
         };
         let key = format!("llm:write:{}", i + 1);
-        let quotes = match turn(ctx, &key, "writer", &models.writer, request, Vec::new()).await? {
+        let quotes = match ask(ctx, &key, "writer", &models.writer, request, Vec::new()).await? {
             Ok(t) => {
                 let (quotes, removed) = resolve(&t.response.content, gathered);
                 dropped += removed;

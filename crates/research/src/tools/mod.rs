@@ -2,6 +2,7 @@
 //! included, is stored under its tool id and never recomputed after a crash) and shows on the
 //! stream as a `ToolCall` followed by its `ToolCallResult`, committed with the result.
 
+pub mod passages;
 pub mod read;
 pub mod web;
 

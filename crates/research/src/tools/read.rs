@@ -71,6 +71,18 @@ impl Tools {
         self.parse_bytes(raw, bytes).await
     }
 
+    /// A parsed document stored by [`Tools::parse_bytes`].
+    pub(crate) async fn parsed_doc(&self, file_id: &str) -> ToolResult<ParsedDoc> {
+        let art = self
+            .artifacts
+            .get_artifact(file_id)
+            .await
+            .map_err(|e| format!("could not read parsed document {file_id}: {e}"))?
+            .ok_or_else(|| format!("parsed document {file_id} is missing from storage"))?;
+        serde_json::from_slice(&art.bytes)
+            .map_err(|e| format!("parsed document {file_id} is unreadable: {e}"))
+    }
+
     /// Parses a fetched document and stores the parsed form as an artifact.
     pub(crate) async fn parse_bytes(
         &self,

@@ -5,6 +5,7 @@
 //! Phase A (`draft_plan`) has no handle on search or fetch: the tools that reach outside are
 //! only called from the steps after the gate.
 
+mod claims;
 mod gather;
 mod plan;
 mod write;

@@ -1,6 +1,7 @@
 //! Phase B, writing: `synthesize_and_patch` grows the report through bounded `update_report`
 //! patches; `persist_session` stores it and ends the run.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use fathom_engine::StepError;
@@ -9,9 +10,10 @@ use serde_json::json;
 use fathom_engine::Stop;
 use fathom_parse::ParsedDoc;
 
+use super::claims::check_sections;
 use super::{ResearchDeps, WRITER};
 use crate::events::*;
-use crate::report::{Patch, Report};
+use crate::report::{Patch, Quote, Report};
 use crate::state::{ArtifactRef, SessionStatus};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
@@ -30,12 +32,28 @@ pub(super) async fn synthesize_and_patch(
         .ok_or_else(|| StepError::failed("no approved plan"))?;
     let per_section = settings.sentences_per_section;
     let mut report = Report::new(&plan.question);
-    let sections = match (&deps.models, &state.gathered) {
+    // Every document read, parsed: the extractive writer draws on them and each cited
+    // sentence is checked against them.
+    let read = state.gathered.as_ref().map_or(&ev.docs, |g| &g.read);
+    let mut docs: Vec<ParsedDoc> = Vec::with_capacity(read.len());
+    for d in read {
+        docs.push(
+            deps.tools
+                .parsed_doc(&d.file_id)
+                .await
+                .map_err(StepError::failed)?,
+        );
+    }
+    let mut notes = Vec::new();
+    let mut sections = match (&deps.models, &state.gathered) {
         (Some(models), Some(gathered)) => {
             let (sections, removed) =
                 crate::agent::writer::draft(&ctx, models, &plan, gathered, per_section).await?;
             if removed > 0 {
                 tracing::warn!(removed, "citations naming no source read were removed");
+                notes.push(format!(
+                    "{removed} citations naming no source read were removed"
+                ));
             }
             report.notice = gathered.cut_short.as_ref().map(|why| {
                 format!(
@@ -44,29 +62,46 @@ pub(super) async fn synthesize_and_patch(
             });
             sections
         }
-        _ => {
-            let mut docs: Vec<ParsedDoc> = Vec::new();
-            for d in &ev.docs {
-                let art = deps
-                    .tools
-                    .artifacts
-                    .get_artifact(&d.file_id)
-                    .await
-                    .map_err(|e| StepError::failed(format!("could not read {}: {e}", d.url)))?
-                    .ok_or_else(|| {
-                        StepError::failed(format!("parsed {} is missing from storage", d.url))
-                    })?;
-                docs.push(serde_json::from_slice(&art.bytes)?);
-            }
-            let outline = plan.outline.clone();
-            let question = plan.question.clone();
-            tokio::task::spawn_blocking(move || {
-                draft_sections(&question, &outline, &docs, per_section)
-            })
-            .await
-            .map_err(|e| StepError::failed(format!("writer crashed: {e}")))?
-        }
+        _ => extractive(&plan.question, &plan.outline, &docs, per_section).await?,
     };
+    let by_url: HashMap<String, ParsedDoc> =
+        docs.iter().map(|d| (d.url.clone(), d.clone())).collect();
+    let models = deps.models.as_ref();
+    let mut claims = check_sections(&ctx, models, &mut sections, &by_url, "1").await?;
+    // A section left without a cited sentence (the model could not write it, or nothing it
+    // wrote held up) is written by the extractive writer from the same documents.
+    let empty: Vec<String> = sections
+        .iter()
+        .filter(|(_, q)| !q.iter().any(|q| by_url.contains_key(&q.source_url)))
+        .map(|(t, _)| t.clone())
+        .collect();
+    if !empty.is_empty() && !docs.is_empty() {
+        let mut filled = extractive(&plan.question, &empty, &docs, per_section).await?;
+        claims.extend(check_sections(&ctx, models, &mut filled, &by_url, "2").await?);
+        for (title, quotes) in filled {
+            if deps.models.is_some() {
+                notes.push(if quotes.is_empty() {
+                    format!("section \"{title}\": nothing the model wrote for it held up, and no other sentence of the sources covers it")
+                } else {
+                    format!("section \"{title}\" was written from the sources' own sentences")
+                });
+            }
+            if let Some((_, q)) = sections.iter_mut().find(|(t, _)| *t == title) {
+                // Prose citing nothing read is not a research finding: the sources' own
+                // sentences stand instead, or the section says nothing covered it.
+                *q = quotes;
+            }
+        }
+    }
+    for note in &notes {
+        tracing::info!("{note}");
+    }
+    ctx.edit_state(|s| {
+        s.claims = claims;
+        if let Some(g) = &mut s.gathered {
+            g.notes.extend(notes);
+        }
+    });
     let patches = pack_patches(&report, &sections, settings.max_report_update_size);
     let mut streamed = String::new();
     for patch in patches {
@@ -120,6 +155,19 @@ pub(super) async fn synthesize_and_patch(
     })?;
     deps.save_session(&ctx.state()).await?;
     Ok(ReportWritten {})
+}
+
+/// The extractive writer's sections, off the async threads (it scores every sentence).
+async fn extractive(
+    question: &str,
+    outline: &[String],
+    docs: &[ParsedDoc],
+    per_section: usize,
+) -> Result<Vec<(String, Vec<Quote>)>, StepError> {
+    let (question, outline, docs) = (question.to_string(), outline.to_vec(), docs.to_vec());
+    tokio::task::spawn_blocking(move || draft_sections(&question, &outline, &docs, per_section))
+        .await
+        .map_err(|e| StepError::failed(format!("writer crashed: {e}")))
 }
 
 /// The Markdown a patch adds, as a reader sees it streamed (citation numbers aside).

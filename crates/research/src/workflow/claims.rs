@@ -1,0 +1,93 @@
+//! Every cited sentence checked against the passage it cites before it reaches the report:
+//! offline by an entailment-style check (numbers, negation and names must agree), and, with
+//! a model, a sentence the offline check could not confirm by a journaled verifier call. A
+//! sentence still unsupported is rewritten from the passage (its closest sentence, verbatim)
+//! or removed; the session keeps what became of each.
+
+use std::collections::HashMap;
+
+use fathom_engine::StepError;
+use fathom_parse::ParsedDoc;
+
+use crate::agent::Models;
+use crate::report::Quote;
+use crate::state::RunCtx;
+use crate::verify::{ClaimRecord, Outcome, Verdict, check_claim, closest_sentence};
+
+/// Checks the cited quotes of `sections` in place, returning a record per cited sentence.
+/// `pass` tells one check of the report from another in the verifier's journal keys.
+pub(super) async fn check_sections(
+    ctx: &RunCtx,
+    models: Option<&Models>,
+    sections: &mut [(String, Vec<Quote>)],
+    docs: &HashMap<String, ParsedDoc>,
+    pass: &str,
+) -> Result<Vec<ClaimRecord>, StepError> {
+    let mut records = Vec::new();
+    for (si, (title, quotes)) in sections.iter_mut().enumerate() {
+        let mut kept: Vec<Quote> = Vec::with_capacity(quotes.len());
+        for (qi, quote) in std::mem::take(quotes).into_iter().enumerate() {
+            // Uncited sentences are not claims about a source; a source that cannot be read
+            // back cannot be checked (the writer cites only documents that were read).
+            let Some(doc) = docs.get(&quote.source_url) else {
+                kept.push(quote);
+                continue;
+            };
+            let check = check_claim(&quote.text, doc, quote.page);
+            let (mut verdict, mut reason, mut by) = (check.verdict, check.reason, "offline");
+            if verdict == Verdict::Unsupported
+                && let (Some(models), Some(span)) = (models, &check.span)
+            {
+                let key = format!("llm:verify:{pass}:{}:{}", si + 1, qi + 1);
+                let judged =
+                    crate::agent::verifier::judge(ctx, models, &key, &quote.text, &span.text)
+                        .await?;
+                if let Some((supported, why)) = judged {
+                    by = "model";
+                    reason = why;
+                    if supported {
+                        verdict = Verdict::Supported;
+                    }
+                }
+            }
+            let rewrite = (verdict == Verdict::Unsupported)
+                .then(|| {
+                    check
+                        .span
+                        .as_ref()
+                        .and_then(|s| closest_sentence(&quote.text, s))
+                })
+                .flatten()
+                .filter(|s| !kept.iter().any(|q| &q.text == s));
+            let outcome = match (&verdict, &rewrite) {
+                (Verdict::Supported, _) => Outcome::Kept,
+                (_, Some(_)) => Outcome::Rewritten,
+                (_, None) => Outcome::Removed,
+            };
+            records.push(ClaimRecord {
+                section: title.clone(),
+                sentence: quote.text.clone(),
+                source_url: quote.source_url.clone(),
+                span: check.span.clone(),
+                verdict,
+                outcome,
+                rewritten: rewrite.clone(),
+                checked_by: by.into(),
+                reason,
+            });
+            match outcome {
+                Outcome::Kept => kept.push(quote),
+                Outcome::Rewritten => kept.push(Quote {
+                    text: rewrite.unwrap_or_default(),
+                    page: check.span.as_ref().and_then(|s| s.page).or(quote.page),
+                    // The passage is the first source's; the others did not say it.
+                    also: Vec::new(),
+                    ..quote
+                }),
+                Outcome::Removed => {}
+            }
+        }
+        *quotes = kept;
+    }
+    Ok(records)
+}
