@@ -642,3 +642,161 @@ async fn a_naive_model_still_gets_a_cited_report_from_what_the_searches_found() 
             .any(|c| c["sentence"].as_str().unwrap().contains("42 units"))
     );
 }
+
+/// A model that misbehaves in every way item by item, each met by a bounded answer: a
+/// researcher that loops (cut by the client, asked again once), answers without using the
+/// tools (told once to search), asks for two searches in one message (both run), and
+/// overflows its context (the pages read are shortened, once); a writer that answers empty
+/// twice (given up on; the section is written from the sources). Every call carries an
+/// output bound, and the run makes exactly the calls these bounds allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_looping_silent_overflowing_model_meets_bounded_retries_and_the_run_completes() {
+    use fathom_testkit::llm::Reply;
+    let web = SearchAndPages::start().await;
+    // Every other request that carries tool results is refused as too long (researchers run
+    // one at a time here, so each meets one refusal and one shortened retry).
+    let overflows = std::sync::atomic::AtomicUsize::new(0);
+    let llm = Server::start(move |body: &serde_json::Value, _| {
+        let sys = system(body);
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let last_text = last(body)["content"].as_str().unwrap_or("").to_string();
+        if sys.starts_with("You write one section") {
+            return Reply::text("");
+        }
+        if !sys.starts_with("You are a researcher") {
+            return scripted_agent()(body, 0);
+        }
+        if messages.len() == 2 {
+            return Reply::Text(vec!["Alpha is warm in winter. ".to_string(); 400]);
+        }
+        if last_text.starts_with("Your answer repeated itself") {
+            return Reply::text("Alpha is well known; no need to search.");
+        }
+        if last_text.starts_with("You have read nothing yet") {
+            return Reply::ToolCalls(vec![
+                ("c1".into(), "web_search".into(), vec![r#"{"query": "alpha"}"#.into()]),
+                ("c2".into(), "web_search".into(), vec![r#"{"query": "alpha winter"}"#.into()]),
+            ]);
+        }
+        let tools: Vec<&serde_json::Value> =
+            messages.iter().filter(|m| m["role"] == "tool").collect();
+        if overflows.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+            return Reply::Status(
+                400,
+                vec![],
+                json!({"error": {"code": 400, "type": "exceed_context_size_error",
+                    "message": "the request exceeds the available context size, try increasing it"}}),
+            );
+        }
+        let text = tools[0]["content"].as_str().unwrap_or("");
+        let url = text.split('<').nth(1).and_then(|r| r.split('>').next()).unwrap_or("");
+        Reply::text(&format!(
+            r#"{{"findings": [{{"fact": "It was measured at 42 units in 2024.", "url": "{url}"}}]}}"#
+        ))
+    })
+    .await;
+    let (research, store, _db) = service(&web, &llm).await;
+    let run = research
+        .start(
+            "What did the survey measure?",
+            Some(
+                json!({"require_approval": false, "depth": "light", "max_parallel_researchers": 1}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
+
+    let asked = llm.requests();
+    let role = |prefix: &str| {
+        asked
+            .iter()
+            .filter(|r| system(&r.body).starts_with(prefix))
+            .count()
+    };
+    // Planner 1; two research steps (light depth), each researcher: the loop, once again,
+    // the nudge's turn, the overflow, the shortened retry; 1 reflection between the steps;
+    // writer: each of two sections empty twice.
+    assert_eq!(role("You are the planner"), 1);
+    assert_eq!(role("You are a researcher"), 10);
+    assert_eq!(role("You review research"), 1);
+    assert_eq!(role("You write one section"), 4);
+    assert_eq!(asked.len(), 16);
+    for r in &asked {
+        assert!(
+            r.body["max_tokens"].as_u64().is_some_and(|n| n <= 1000),
+            "{}",
+            r.body
+        );
+    }
+
+    let events = store.events_after(&run.id, -1, 10_000).await.unwrap();
+    let inputs: Vec<String> = events
+        .iter()
+        .filter(|e| e.envelope.event_type == "AgentInput")
+        .map(|e| {
+            e.envelope.value["input"][0]["blocks"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        inputs
+            .iter()
+            .any(|i| i.starts_with("Your answer repeated itself")),
+        "{inputs:?}"
+    );
+    assert!(
+        inputs
+            .iter()
+            .any(|i| i.starts_with("Your answer was empty")),
+        "{inputs:?}"
+    );
+    // The looping answer reached the stream cut: its output holds one copy of the sentence.
+    let looped = events
+        .iter()
+        .find(|e| {
+            e.envelope.event_type == "AgentOutput"
+                && e.envelope.value["response"]["blocks"][0]["text"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("Alpha is warm"))
+        })
+        .expect("the looping answer's output");
+    let content = looped.envelope.value["response"]["blocks"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        content.matches("Alpha is warm in winter.").count() == 1,
+        "{content}"
+    );
+    let searches: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| {
+            e.envelope.event_type == "ToolCall" && e.envelope.value["tool_name"] == "web_search"
+        })
+        .map(|e| &e.envelope.value["tool_kwargs"]["query"])
+        .collect();
+    assert_eq!(
+        searches,
+        [&json!("alpha"), &json!("alpha winter")].repeat(2),
+        "both calls of one message run, in each researcher"
+    );
+
+    let session = research.sessions().get(&run.id).await.unwrap();
+    let notes = session["notes"].to_string();
+    assert!(notes.contains("outgrew the model's context"), "{notes}");
+    assert!(
+        notes.contains("was written from the sources' own sentences"),
+        "{notes}"
+    );
+    assert_eq!(
+        session["findings"][0]["fact"],
+        "It was measured at 42 units in 2024."
+    );
+    let report = session["report_markdown"].as_str().unwrap();
+    assert!(
+        report.contains("42 units in 2024") && report.contains("[1]"),
+        "{report}"
+    );
+}
