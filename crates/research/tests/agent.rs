@@ -680,7 +680,7 @@ async fn a_looping_silent_overflowing_model_meets_bounded_retries_and_the_run_co
         }
         let tools: Vec<&serde_json::Value> =
             messages.iter().filter(|m| m["role"] == "tool").collect();
-        if overflows.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+        if overflows.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
             return Reply::Status(
                 400,
                 vec![],
