@@ -68,8 +68,10 @@ model, port = sys.argv[1], int(sys.argv[2])
 params = xllamacpp.CommonParams()
 params.model.path = model
 params.model_alias = {"qwen"}
-params.n_ctx = 8192
-params.n_parallel = 1
+# Three slots, one per parallel researcher (the default), so each keeps its conversation's
+# prompt cached instead of re-reading it after another's turn; 5461 tokens of context each.
+params.n_ctx = 16384
+params.n_parallel = 3
 params.use_jinja = True  # the GGUF's own chat template, so `tools` reach the model
 params.cpuparams.n_threads = 2
 params.cpuparams_batch.n_threads = 2

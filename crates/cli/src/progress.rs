@@ -55,6 +55,13 @@ fn show_event(env: &Envelope, events: bool) {
         // The agent: who starts on what, and what each reflection decided.
         "AgentInput" => {
             let who = v["current_agent_name"].as_str().unwrap_or("");
+            let said = v["input"][0]["blocks"][0]["text"].as_str().unwrap_or("");
+            // A model asked again: its answer looped, came back empty or was cut off.
+            if let Some(why) = said.strip_prefix("Your answer ") {
+                let why = why.split(". Answer again").next().unwrap_or(why);
+                eprintln!("  {who}: the answer {why}; asked again");
+                return;
+            }
             if let Some(task) = who
                 .starts_with("researcher-")
                 .then(|| v["input"][0]["blocks"][0]["text"].as_str())

@@ -67,6 +67,8 @@ pub enum Outcome {
     Kept,
     Rewritten,
     Removed,
+    /// Written without a citation, and cited to the source read that supports it.
+    Attributed,
 }
 
 /// What became of one cited sentence of the report; the session keeps one per claim.

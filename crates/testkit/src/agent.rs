@@ -19,6 +19,13 @@ pub fn last_message(body: &serde_json::Value) -> serde_json::Value {
         .unwrap_or_default()
 }
 
+/// The task a researcher was given: the line after "Your task: " in its first message.
+pub fn task_of(ask: &str) -> String {
+    ask.split_once("Your task: ")
+        .map_or("", |(_, rest)| rest.lines().next().unwrap_or(""))
+        .to_string()
+}
+
 /// The models' side of a deep-research run, for [`crate::llm::Server`]: chosen by
 /// role (the system prompt) and by where the conversation stands, so it answers the same in
 /// every process. The planner plans `alpha`, `beta`, `gamma`; each researcher searches its
@@ -66,11 +73,7 @@ pub fn scripted_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + 
         let content = msg["content"].as_str().unwrap_or("").to_string();
         match msg["role"].as_str().unwrap_or("") {
             "user" if body["tools"].is_array() => {
-                let task = content
-                    .rsplit("Your task: ")
-                    .next()
-                    .unwrap_or("")
-                    .to_string();
+                let task = task_of(&content);
                 Reply::Delayed(
                     300,
                     Box::new(Reply::ToolCalls(vec![(
@@ -118,12 +121,12 @@ pub fn naive_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + Syn
             return Reply::text("Sure, that sounds good to me. Yes.");
         }
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        let task = messages
-            .get(1)
-            .and_then(|m| m["content"].as_str())
-            .and_then(|c| c.rsplit("Your task: ").next())
-            .unwrap_or("")
-            .to_string();
+        let task = task_of(
+            messages
+                .get(1)
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or(""),
+        );
         let tool_results = messages.iter().filter(|m| m["role"] == "tool").count();
         if body["tools"].is_array() && tool_results == 0 {
             let tool = &body["tools"][0]["function"];
@@ -144,7 +147,7 @@ pub fn naive_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + Syn
                 serde_json::json!({"url": "https://invented.example/article"}),
             );
         }
-        if task.chars().count() % 2 == 0 {
+        if task.chars().count().is_multiple_of(2) {
             Reply::text("{\"findings\": []}")
         } else {
             Reply::text(

@@ -32,6 +32,9 @@ impl SearchAndPages {
                         async move {
                             s.fetch_add(1, Ordering::SeqCst);
                             let query = q.get("q").cloned().unwrap_or_default();
+                            if query.contains("(no results)") {
+                                return axum::Json(serde_json::json!({"results": []}));
+                            }
                             let slug = query.replace(' ', "-");
                             axum::Json(serde_json::json!({"results": [
                                 {"url": format!("{base}/pages/{slug}"),

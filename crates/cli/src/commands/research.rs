@@ -300,8 +300,10 @@ async fn drive(
                         .ok_or_else(|| anyhow!("completed run has no result"))?
                         .decode()?;
                     write_report(&output, &result.report_markdown)?;
+                    let session = opened.research.sessions().get(id).await.ok();
+                    let claims = session.as_ref().map_or(String::new(), |s| claims_summary(&s["claims"]));
                     let line = format!(
-                        "report {} ({} sources cited)",
+                        "report {} ({} sources cited{claims})",
                         output.display(),
                         result.sources.len()
                     );
@@ -328,6 +330,22 @@ async fn drive(
         say(events, &line);
     }
     Ok(code)
+}
+
+/// What became of the cited sentences checked against their sources, for the last line.
+fn claims_summary(claims: &serde_json::Value) -> String {
+    let Some(claims) = claims.as_array().filter(|c| !c.is_empty()) else {
+        return String::new();
+    };
+    let count = |o: &str| claims.iter().filter(|c| c["outcome"] == o).count();
+    format!(
+        "; {} sentences checked: {} held, {} cited to the source that supports them, {} rewritten from their source, {} removed",
+        claims.len(),
+        count("kept"),
+        count("attributed"),
+        count("rewritten"),
+        count("removed")
+    )
 }
 
 fn write_report(path: &Path, markdown: &str) -> anyhow::Result<()> {

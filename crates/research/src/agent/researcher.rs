@@ -60,7 +60,7 @@ const HIT_PASSAGES: usize = 2;
 const TASK_PASSAGES: usize = 4;
 /// Characters of one passage: prompts stay short (a small local model reads about 20
 /// tokens a second).
-const PASSAGE_CHARS: usize = 600;
+const PASSAGE_CHARS: usize = 450;
 /// Characters a tool result keeps when a conversation must be shortened.
 const SHORT_RESULT: usize = 300;
 /// Findings taken from the passages read when a researcher reported none.
@@ -68,9 +68,10 @@ const FALLBACK_FINDINGS: usize = 6;
 /// Share of the token budget after which no new research starts.
 const BUDGET_SHARE: f64 = 0.8;
 
-const RESEARCHER: &str = "You are a researcher. Use the tools: `web_search` shows the best \
-passages of its top results; `fetch_url` reads more of a result. State only what you read. \
-When you have enough, answer without a tool call, with JSON only: {\"findings\": [{\"fact\": \
+const RESEARCHER: &str = "You are a researcher. You are shown what a search for your task \
+found. Use the tools for more: `web_search` shows the best passages of its top results; \
+`fetch_url` reads more of a result. State only what you read. When you have enough, answer \
+without a tool call, with JSON only: {\"findings\": [{\"fact\": \
 \"...\", \"url\": \"...\"}]}: up to 8 specific, self-contained facts (keep numbers, names and \
 dates), each with the URL it was read at.";
 
@@ -262,14 +263,25 @@ async fn researcher(
 ) -> Result<Report, StepError> {
     let name = format!("researcher-{n}");
     let ask_text = format!("Research question: {}\nYour task: {task}", plan.question);
-    let mut messages = vec![Message::system(RESEARCHER), Message::user(ask_text.clone())];
     let mut reader = Reader {
         ctx,
         tools,
         settings,
         task,
         read: Vec::new(),
+        searched: Vec::new(),
     };
+    // The task is searched and its top results read before the model's first turn, as
+    // GPT-Researcher does: a model that answers at once answers from what was read, and a
+    // capable one starts from there.
+    let mut first = ask_text.clone();
+    if !wrap_up() {
+        let found = reader
+            .search(&format!("web_search-s{step}r{n}t0"), task)
+            .await?;
+        first.push_str(&format!("\n\nA search for your task found:\n{found}"));
+    }
+    let mut messages = vec![Message::system(RESEARCHER), Message::user(first)];
     let mut notes: Vec<String> = Vec::new();
     let mut answer_text: Option<String> = None;
     let mut nudged = false;
@@ -430,6 +442,9 @@ struct Reader<'a> {
     settings: &'a Settings,
     task: &'a str,
     read: Vec<ReadDoc>,
+    /// Queries searched, with the results' titles and URLs: a query asked again is answered
+    /// from here (small models repeat themselves).
+    searched: Vec<(String, String)>,
 }
 
 impl Reader<'_> {
@@ -452,6 +467,16 @@ impl Reader<'_> {
 
     /// `web_search`, then its top results read and shown by their best passages.
     async fn search(&mut self, tool_id: &str, query: &str) -> Result<String, StepError> {
+        let query = query.trim();
+        if let Some((_, list)) = self
+            .searched
+            .iter()
+            .find(|(q, _)| q.eq_ignore_ascii_case(query))
+        {
+            return Ok(format!(
+                "You searched this before; its results are above:\n{list}Read one with fetch_url, search something else, or answer."
+            ));
+        }
         let (search, k) = (
             self.tools.search.clone(),
             self.settings.max_search_results_per_query,
@@ -471,8 +496,10 @@ impl Reader<'_> {
             Err(e) => return Ok(format!("Search failed: {e}")),
         };
         let mut out = String::new();
+        let mut list = String::new();
         for (j, h) in hits.iter().enumerate() {
             out.push_str(&format!("{}. {} <{}>\n", j + 1, h.title, h.url));
+            list.push_str(&format!("{}. {} <{}>\n", j + 1, h.title, h.url));
             let doc = if j < READ_PER_SEARCH {
                 self.open(&format!("fetch_url-{tool_id}h{j}"), &h.url, query)
                     .await?
@@ -492,6 +519,7 @@ impl Reader<'_> {
                 _ => {}
             }
         }
+        self.searched.push((query.to_string(), list));
         Ok(out)
     }
 

@@ -12,25 +12,51 @@ use fathom_parse::ParsedDoc;
 use crate::agent::Models;
 use crate::report::Quote;
 use crate::state::RunCtx;
-use crate::verify::{ClaimRecord, Outcome, Verdict, check_claim, closest_sentence};
+use crate::verify::{ClaimRecord, Outcome, Span, Verdict, check_claim, closest_sentence};
 
 /// Checks the cited quotes of `sections` in place, returning a record per cited sentence.
-/// `pass` tells one check of the report from another in the verifier's journal keys.
+/// `order` is the documents' URLs in the order read (an uncited sentence goes to the first
+/// that supports it); `pass` tells one check of the report from another in the verifier's
+/// journal keys.
 pub(super) async fn check_sections(
     ctx: &RunCtx,
     models: Option<&Models>,
     sections: &mut [(String, Vec<Quote>)],
     docs: &HashMap<String, ParsedDoc>,
+    order: &[String],
     pass: &str,
 ) -> Result<Vec<ClaimRecord>, StepError> {
     let mut records = Vec::new();
     for (si, (title, quotes)) in sections.iter_mut().enumerate() {
         let mut kept: Vec<Quote> = Vec::with_capacity(quotes.len());
         for (qi, quote) in std::mem::take(quotes).into_iter().enumerate() {
-            // Uncited sentences are not claims about a source; a source that cannot be read
-            // back cannot be checked (the writer cites only documents that were read).
+            // A sentence written without a citation (small models rarely cite) is cited to
+            // the first source read that supports it by the same check; else it stays
+            // uncited, and citation recall counts it.
             let Some(doc) = docs.get(&quote.source_url) else {
-                kept.push(quote);
+                match attribute(&quote.text, order, docs) {
+                    Some((doc, span)) => {
+                        records.push(ClaimRecord {
+                            section: title.clone(),
+                            sentence: quote.text.clone(),
+                            source_url: doc.url.clone(),
+                            span: Some(span.clone()),
+                            verdict: Verdict::Supported,
+                            outcome: Outcome::Attributed,
+                            rewritten: None,
+                            checked_by: "offline".into(),
+                            reason: "written without a citation; this source supports it".into(),
+                        });
+                        kept.push(Quote {
+                            source_url: doc.url.clone(),
+                            source_title: doc.title.clone(),
+                            page: span.page,
+                            also: Vec::new(),
+                            ..quote
+                        });
+                    }
+                    None => kept.push(quote),
+                }
                 continue;
             };
             let check = check_claim(&quote.text, doc, quote.page);
@@ -76,7 +102,7 @@ pub(super) async fn check_sections(
                 reason,
             });
             match outcome {
-                Outcome::Kept => kept.push(quote),
+                Outcome::Kept | Outcome::Attributed => kept.push(quote),
                 Outcome::Rewritten => kept.push(Quote {
                     text: rewrite.unwrap_or_default(),
                     page: check.span.as_ref().and_then(|s| s.page).or(quote.page),
@@ -90,4 +116,22 @@ pub(super) async fn check_sections(
         *quotes = kept;
     }
     Ok(records)
+}
+
+/// The first document (in `order`) whose passage supports `sentence`, with that passage.
+fn attribute<'a>(
+    sentence: &str,
+    order: &[String],
+    docs: &'a HashMap<String, ParsedDoc>,
+) -> Option<(&'a ParsedDoc, Span)> {
+    order
+        .iter()
+        .filter_map(|url| docs.get(url))
+        .find_map(|doc| {
+            let check = check_claim(sentence, doc, None);
+            (check.verdict == Verdict::Supported)
+                .then_some(check.span)
+                .flatten()
+                .map(|span| (doc, span))
+        })
 }

@@ -66,8 +66,9 @@ pub(super) async fn synthesize_and_patch(
     };
     let by_url: HashMap<String, ParsedDoc> =
         docs.iter().map(|d| (d.url.clone(), d.clone())).collect();
+    let order: Vec<String> = docs.iter().map(|d| d.url.clone()).collect();
     let models = deps.models.as_ref();
-    let mut claims = check_sections(&ctx, models, &mut sections, &by_url, "1").await?;
+    let mut claims = check_sections(&ctx, models, &mut sections, &by_url, &order, "1").await?;
     // A section left without a cited sentence (the model could not write it, or nothing it
     // wrote held up) is written by the extractive writer from the same documents.
     let empty: Vec<String> = sections
@@ -77,7 +78,7 @@ pub(super) async fn synthesize_and_patch(
         .collect();
     if !empty.is_empty() && !docs.is_empty() {
         let mut filled = extractive(&plan.question, &empty, &docs, per_section).await?;
-        claims.extend(check_sections(&ctx, models, &mut filled, &by_url, "2").await?);
+        claims.extend(check_sections(&ctx, models, &mut filled, &by_url, &order, "2").await?);
         for (title, quotes) in filled {
             if deps.models.is_some() {
                 notes.push(if quotes.is_empty() {
