@@ -275,9 +275,14 @@ async fn researcher(
     // GPT-Researcher does: a model that answers at once answers from what was read, and a
     // capable one starts from there.
     let mut first = ask_text.clone();
+    let mut announce = vec![Envelope::of(&AgentInput {
+        input: vec![ChatMessage::new("user", ask_text.clone())],
+        current_agent_name: name.clone(),
+    })?];
     if !wrap_up() {
+        let id = format!("web_search-s{step}r{n}t0");
         let found = reader
-            .search(&format!("web_search-s{step}r{n}t0"), task)
+            .search_after(&id, task, std::mem::take(&mut announce))
             .await?;
         first.push_str(&format!("\n\nA search for your task found:\n{found}"));
     }
@@ -293,14 +298,8 @@ async fn researcher(
                 "Stop researching now and give your findings as JSON.",
             ));
         }
-        let before = if turn_no == 1 {
-            vec![Envelope::of(&AgentInput {
-                input: vec![ChatMessage::new("user", ask_text.clone())],
-                current_agent_name: name.clone(),
-            })?]
-        } else {
-            Vec::new()
-        };
+        // Who starts on what, if the search before the first turn did not say it already.
+        let before = std::mem::take(&mut announce);
         let request = ChatRequest {
             messages: messages.clone(),
             tools: if last { Vec::new() } else { tool_specs() },
@@ -467,6 +466,16 @@ impl Reader<'_> {
 
     /// `web_search`, then its top results read and shown by their best passages.
     async fn search(&mut self, tool_id: &str, query: &str) -> Result<String, StepError> {
+        self.search_after(tool_id, query, Vec::new()).await
+    }
+
+    /// [`Reader::search`], with events to stream just before it.
+    async fn search_after(
+        &mut self,
+        tool_id: &str,
+        query: &str,
+        before: Vec<Envelope>,
+    ) -> Result<String, StepError> {
         let query = query.trim();
         if let Some((_, list)) = self
             .searched
@@ -483,6 +492,7 @@ impl Reader<'_> {
         );
         let q = query.to_string();
         let hits = Invocation::new("web_search", tool_id.to_string(), json!({"query": query}))
+            .preceded_by(before)
             .call(
                 self.ctx,
                 || async move { search.search(&q, k).await },

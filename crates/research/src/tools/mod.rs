@@ -72,6 +72,8 @@ pub struct Invocation {
     pub tool_name: &'static str,
     pub tool_id: String,
     pub kwargs: Value,
+    /// Events that go on the stream just before the call (who is calling, say).
+    pub before: Vec<Envelope>,
 }
 
 impl Invocation {
@@ -80,7 +82,13 @@ impl Invocation {
             tool_name,
             tool_id,
             kwargs,
+            before: Vec::new(),
         }
+    }
+
+    pub fn preceded_by(mut self, events: Vec<Envelope>) -> Self {
+        self.before = events;
+        self
     }
 
     /// Runs the tool through the journal; the call and its result reach the stream together
@@ -106,9 +114,11 @@ impl Invocation {
             tool_id: self.tool_id.clone(),
         })?;
         let (tool_name, tool_id, kwargs) = (self.tool_name, self.tool_id.clone(), self.kwargs);
+        let mut before = self.before;
+        before.push(call);
         ctx.run_streamed(
             &self.tool_id,
-            vec![call],
+            before,
             || async move { Ok::<_, std::convert::Infallible>(f().await) },
             move |result: &ToolResult<T>| {
                 let (text, raw_output, is_error) = match result {
