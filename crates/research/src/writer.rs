@@ -258,6 +258,37 @@ pub fn draft_sections(
     out
 }
 
+/// Share of the shorter sentence's content terms the longer must hold for the two to say the
+/// same thing.
+const REPEAT_OVERLAP: f64 = 0.8;
+
+/// Removes every sentence that says again what an earlier one (in this section or one
+/// before) already said, keeping the first; returns how many went. Small models restate
+/// their findings in every section.
+pub fn drop_repeats(sections: &mut [(String, Vec<Quote>)]) -> usize {
+    let mut seen: Vec<std::collections::BTreeSet<String>> = Vec::new();
+    let mut dropped = 0;
+    for (_, quotes) in sections.iter_mut() {
+        quotes.retain(|q| {
+            let t: std::collections::BTreeSet<String> = terms(&q.text).into_iter().collect();
+            let repeat = seen.iter().any(|s| {
+                let shorter = s.len().min(t.len());
+                if shorter < 3 {
+                    return *s == t;
+                }
+                s.intersection(&t).count() as f64 >= REPEAT_OVERLAP * shorter as f64
+            });
+            if repeat {
+                dropped += 1;
+            } else {
+                seen.push(t);
+            }
+            !repeat
+        });
+    }
+    dropped
+}
+
 /// Packs each section's quotes into changes the report accepts under `limit`. A quote that
 /// cannot fit any change on its own is left out.
 pub fn pack_patches(
@@ -302,4 +333,51 @@ pub fn pack_patches(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quote(text: &str) -> Quote {
+        Quote {
+            text: text.into(),
+            source_url: "file:///w.md".into(),
+            source_title: "W".into(),
+            page: None,
+            also: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_sentence_said_again_in_any_section_is_left_out() {
+        let mut sections = vec![
+            (
+                "Intro".to_string(),
+                vec![
+                    quote("The waggle dance tells nestmates the direction of food."),
+                    quote("The waggle dance tells nestmates the direction of food."),
+                ],
+            ),
+            (
+                "Details".to_string(),
+                vec![
+                    quote("The waggle dance tells nestmates the direction of the food source."),
+                    quote("Distance is measured by optic flow during the flight."),
+                ],
+            ),
+        ];
+        assert_eq!(drop_repeats(&mut sections), 2);
+        let left: Vec<&str> = sections
+            .iter()
+            .flat_map(|(_, q)| q.iter().map(|q| q.text.as_str()))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                "The waggle dance tells nestmates the direction of food.",
+                "Distance is measured by optic flow during the flight."
+            ]
+        );
+    }
 }

@@ -31,9 +31,10 @@ pub fn task_of(ask: &str) -> String {
 /// every process. The planner plans `alpha`, `beta`, `gamma`; each researcher searches its
 /// task (slowly, so parallel researchers overlap), reads the first result and reports one
 /// fact from it plus one tied to a URL it never read; the first reflection (one task done
-/// or two) swaps what is left for `delta`, later ones complete; the writer cites source 1,
-/// a source 9 that does not exist, source 1 again for a number no source gives, and source 2;
-/// the verifier finds no claim it is asked about supported.
+/// or two) swaps what is left for `delta`, later ones complete; the writer's first section
+/// cites source 1, a source 9 that does not exist, and source 1 again for a number no source
+/// gives; its second says the first section's first sentence again and cites source 2; the
+/// verifier finds no claim it is asked about supported.
 pub fn scripted_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + Sync {
     |body, _| {
         let sys = system_prompt(body);
@@ -57,11 +58,21 @@ pub fn scripted_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + 
             };
         }
         if sys.starts_with("You write one section") {
+            let ask = last_message(body)["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            if ask.contains("Section to write: Overview") {
+                return Reply::Text(vec![
+                    "The survey measured 42 units in 2024 [1]. ".into(),
+                    "A claim that cites nothing read [9]. ".into(),
+                    "The survey team counted 17 units [1].".into(),
+                ]);
+            }
             return Reply::Text(vec![
                 "The survey measured 42 units in 2024 [1]. ".into(),
-                "A claim that cites nothing read [9]. ".into(),
-                "The survey team counted 17 units [1]. ".into(),
-                "The survey team measured it at 42 units in 2024 as well [2].".into(),
+                "A second paragraph about beta keeps the page long enough to be an article [2]."
+                    .into(),
             ]);
         }
         if sys.starts_with("You check a report's citations") {

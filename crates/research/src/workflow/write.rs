@@ -17,7 +17,7 @@ use crate::report::{Patch, Quote, Report};
 use crate::state::{ArtifactRef, SessionStatus};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
-use crate::writer::{draft_sections, pack_patches};
+use crate::writer::{draft_sections, drop_repeats, pack_patches};
 
 pub(super) async fn synthesize_and_patch(
     ctx: RunCtx,
@@ -69,6 +69,7 @@ pub(super) async fn synthesize_and_patch(
     let order: Vec<String> = docs.iter().map(|d| d.url.clone()).collect();
     let models = deps.models.as_ref();
     let mut claims = check_sections(&ctx, models, &mut sections, &by_url, &order, "1").await?;
+    let mut repeats = drop_repeats(&mut sections);
     // A section left without a cited sentence (the model could not write it, or nothing it
     // wrote held up) is written by the extractive writer from the same documents.
     let empty: Vec<String> = sections
@@ -93,6 +94,12 @@ pub(super) async fn synthesize_and_patch(
                 *q = quotes;
             }
         }
+        repeats += drop_repeats(&mut sections);
+    }
+    if repeats > 0 {
+        notes.push(format!(
+            "{repeats} sentences that said again what the report already said were left out"
+        ));
     }
     for note in &notes {
         tracing::info!("{note}");
