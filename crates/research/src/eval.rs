@@ -18,7 +18,7 @@ use fathom_parse::text::sentences;
 /// What the writers put in a section in place of claims, word for word (the offline writer's
 /// note for a section nothing covered, in `crate::writer::pack_patches`). Not claims, so not
 /// counted against recall.
-pub const WRITER_NOTES: &[&str] = &["None of the sources read covered this section."];
+pub const WRITER_NOTES: &[&str] = &[crate::writer::NOTHING_COVERED];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CitationCheck {

@@ -71,6 +71,16 @@ pub enum Outcome {
     Attributed,
 }
 
+/// Who gave a claim its verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckedBy {
+    /// The entailment-style check in this module.
+    Offline,
+    /// The verifier model, on a claim the offline check could not confirm.
+    Model,
+}
+
 /// What became of one cited sentence of the report; the session keeps one per claim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClaimRecord {
@@ -84,8 +94,7 @@ pub struct ClaimRecord {
     pub outcome: Outcome,
     /// The replacement sentence, when rewritten.
     pub rewritten: Option<String>,
-    /// "offline" or "model".
-    pub checked_by: String,
+    pub checked_by: CheckedBy,
     pub reason: String,
 }
 
@@ -827,7 +836,7 @@ mod tests {
             verdict: Verdict::Unsupported,
             outcome: Outcome::Rewritten,
             rewritten: Some("r".into()),
-            checked_by: "offline".into(),
+            checked_by: CheckedBy::Offline,
             reason: "why".into(),
         };
         let v = serde_json::to_value(&r).unwrap();

@@ -258,17 +258,20 @@ pub fn draft_sections(
     out
 }
 
+/// What a section says when no source read covered it.
+pub const NOTHING_COVERED: &str = "None of the sources read covered this section.";
+
 /// Share of the shorter sentence's content terms the longer must hold for the two to say the
 /// same thing.
 const REPEAT_OVERLAP: f64 = 0.8;
 
 /// Removes every sentence that says again what an earlier one (in this section or one
-/// before) already said, keeping the first; returns how many went. Small models restate
-/// their findings in every section.
-pub fn drop_repeats(sections: &mut [(String, Vec<Quote>)]) -> usize {
+/// before) already said, keeping the first; returns the ones that went, with their section.
+/// Small models restate their findings in every section.
+pub fn drop_repeats(sections: &mut [(String, Vec<Quote>)]) -> Vec<(String, String)> {
     let mut seen: Vec<std::collections::BTreeSet<String>> = Vec::new();
-    let mut dropped = 0;
-    for (_, quotes) in sections.iter_mut() {
+    let mut dropped = Vec::new();
+    for (title, quotes) in sections.iter_mut() {
         quotes.retain(|q| {
             let t: std::collections::BTreeSet<String> = terms(&q.text).into_iter().collect();
             let repeat = seen.iter().any(|s| {
@@ -279,7 +282,7 @@ pub fn drop_repeats(sections: &mut [(String, Vec<Quote>)]) -> usize {
                 s.intersection(&t).count() as f64 >= REPEAT_OVERLAP * shorter as f64
             });
             if repeat {
-                dropped += 1;
+                dropped.push((title.clone(), q.text.clone()));
             } else {
                 seen.push(t);
             }
@@ -325,7 +328,7 @@ pub fn pack_patches(
             }
         }
         if current.quotes.is_empty() && !sim.sections.iter().any(|s| &s.title == title) {
-            current.note = Some("None of the sources read covered this section.".into());
+            current.note = Some(NOTHING_COVERED.into());
         }
         if !current.quotes.is_empty() || current.note.is_some() {
             sim.apply(&current, limit).ok();
@@ -367,7 +370,7 @@ mod tests {
                 ],
             ),
         ];
-        assert_eq!(drop_repeats(&mut sections), 2);
+        assert_eq!(drop_repeats(&mut sections).len(), 2);
         let left: Vec<&str> = sections
             .iter()
             .flat_map(|(_, q)| q.iter().map(|q| q.text.as_str()))

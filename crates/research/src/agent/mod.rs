@@ -135,6 +135,7 @@ pub async fn turn(
 ) -> Result<Result<Turn, CallFailure>, StepError> {
     let name = agent.to_string();
     let structured = request.response_format.is_some();
+    let request_chars: usize = request.messages.iter().map(|m| m.content.len()).sum();
     let model = model.clone();
     let pending = Arc::new(Mutex::new(Pending::default()));
     let sink = pending.clone();
@@ -188,8 +189,16 @@ pub async fn turn(
         )
         .await?;
     if let Ok(t) = &outcome {
-        let used = t.response.usage.unwrap_or_default();
-        ctx.edit_state(|s| s.tokens_used += used.total_tokens);
+        // An answer cut off (a loop, say) comes without usage: estimated at four characters
+        // a token, so a model that keeps looping still spends the budget.
+        let used = t.response.usage.map_or_else(
+            || {
+                let chars: usize = t.response.content.len() + request_chars;
+                (chars / 4) as u64
+            },
+            |u| u.total_tokens,
+        );
+        ctx.edit_state(|s| s.tokens_used += used);
     }
     Ok(outcome)
 }
@@ -238,6 +247,16 @@ pub async fn ask(
             return Ok(Ok(t));
         };
         if attempt == RETRIES {
+            // A loop cut at its first copy still says what it said once.
+            if t.response.finish_reason == fathom_llm::FINISH_REPETITION
+                && !t.response.content.trim().is_empty()
+            {
+                tracing::warn!(
+                    agent,
+                    "model answer repeated itself again; its first copy is used"
+                );
+                return Ok(Ok(t));
+            }
             tracing::warn!(agent, why, "model answer unusable; given up");
             return Ok(Err(CallFailure::new(format!(
                 "the model's answer {why}, {} times",

@@ -8,7 +8,7 @@
 use fathom_engine::{Envelope, StepError};
 use fathom_llm::{ChatRequest, Message, ResponseFormat, ToolSpec};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::findings::{ReadDoc, findings_of, from_passages};
@@ -20,6 +20,7 @@ use crate::state::{Finding, Gathered, RunCtx};
 use crate::tools::passages::{best_passages, cut, opening};
 use crate::tools::web::canonical_url;
 use crate::tools::{Invocation, Tools};
+use fathom_corpus::SearchHit;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct WebSearchArgs {
@@ -124,12 +125,10 @@ pub async fn research(
         if pending.is_empty() {
             break;
         }
-        if let Some(why) = over_budget(ctx, settings) {
+        let why = over_budget(ctx, settings)
+            .or_else(|| wrap_up().then(|| "the time budget was nearly spent".to_string()));
+        if let Some(why) = decided(ctx, &format!("decide:stop:s{step}"), why).await? {
             gathered.cut_short = Some(why);
-            break;
-        }
-        if wrap_up() {
-            gathered.cut_short = Some("the time budget was nearly spent".into());
             break;
         }
         // The bound on parallel researchers: one batch at a time, at most `parallel` in it.
@@ -148,7 +147,7 @@ pub async fn research(
             )
         });
         for (task, outcome) in batch.iter().zip(futures_util::future::join_all(runs).await) {
-            let Report {
+            let ResearcherReport {
                 findings,
                 read,
                 notes,
@@ -238,7 +237,7 @@ async fn reflect(
 }
 
 /// What one researcher brings back.
-struct Report {
+struct ResearcherReport {
     findings: Vec<Finding>,
     read: Vec<ParsedRef>,
     notes: Vec<String>,
@@ -260,7 +259,7 @@ async fn researcher(
     n: usize,
     task: &str,
     wrap_up: &impl Fn() -> bool,
-) -> Result<Report, StepError> {
+) -> Result<ResearcherReport, StepError> {
     let name = format!("researcher-{n}");
     let ask_text = format!("Research question: {}\nYour task: {task}", plan.question);
     let mut reader = Reader {
@@ -270,6 +269,7 @@ async fn researcher(
         task,
         read: Vec::new(),
         searched: Vec::new(),
+        tried: Vec::new(),
     };
     // The task is searched and its top results read before the model's first turn, as
     // GPT-Researcher does: a model that answers at once answers from what was read, and a
@@ -279,7 +279,7 @@ async fn researcher(
         input: vec![ChatMessage::new("user", ask_text.clone())],
         current_agent_name: name.clone(),
     })?];
-    if !wrap_up() {
+    if !decided(ctx, &format!("decide:late:s{step}r{n}t0"), wrap_up()).await? {
         let id = format!("web_search-s{step}r{n}t0");
         let found = reader
             .search_after(&id, task, std::mem::take(&mut announce))
@@ -293,6 +293,7 @@ async fn researcher(
     let mut shrunk = false;
     for turn_no in 1..=MAX_TURNS {
         let last = turn_no == MAX_TURNS || over_budget(ctx, settings).is_some() || wrap_up();
+        let last = decided(ctx, &format!("decide:last:s{step}r{n}t{turn_no}"), last).await?;
         if last {
             messages.push(Message::user(
                 "Stop researching now and give your findings as JSON.",
@@ -377,14 +378,22 @@ async fn researcher(
             messages.push(Message::tool(call.id.clone(), reply));
         }
     }
-    // Nothing read (no search, invented URLs, failed fetches): the task is searched and its
-    // top results read here, so the writer has sources.
-    if reader.read.is_empty() && !wrap_up() {
-        let id = format!("web_search-s{step}r{n}-fallback");
-        reader.search(&id, task).await?;
+    // Nothing read (the top results could not be read, the model fetched invented URLs):
+    // the further results of its searches are read here, then what a search for the research
+    // question itself finds, so the writer has sources.
+    if reader.read.is_empty()
+        && !decided(ctx, &format!("decide:late:s{step}r{n}end"), wrap_up()).await?
+    {
+        let id = format!("s{step}r{n}-more");
+        reader.read_further(&id).await?;
+        if reader.read.is_empty() {
+            reader
+                .search(&format!("web_search-{id}"), &plan.question)
+                .await?;
+        }
         if !reader.read.is_empty() {
             notes.push(format!(
-                "{name} read nothing itself; its task's top search results were read for it"
+                "{name} read nothing itself; further search results were read for it"
             ));
         }
     }
@@ -402,7 +411,7 @@ async fn researcher(
     for note in &notes {
         tracing::info!(researcher = %name, "{note}");
     }
-    Ok(Report {
+    Ok(ResearcherReport {
         findings,
         read: reader
             .read
@@ -417,6 +426,16 @@ async fn researcher(
     })
 }
 
+/// A decision that depends on the clock or on the run's shared token count, journaled under
+/// `key`: both move on, and a resumed run must decide what the uninterrupted one decided.
+async fn decided<T>(ctx: &RunCtx, key: &str, now: T) -> Result<T, StepError>
+where
+    T: Serialize + serde::de::DeserializeOwned,
+{
+    ctx.run(key, || async move { Ok::<_, StepError>(now) })
+        .await
+}
+
 /// Cuts every tool result but the last to its first lines: what was read stays named, the
 /// bulk goes.
 fn shorten(messages: &mut [Message]) {
@@ -427,10 +446,10 @@ fn shorten(messages: &mut [Message]) {
         .map(|(i, _)| i)
         .collect();
     for &i in tools.iter().rev().skip(1) {
-        messages[i].content = crate::tools::passages::cut(&messages[i].content, SHORT_RESULT);
+        messages[i].content = cut(&messages[i].content, SHORT_RESULT);
     }
     if let Some(&i) = tools.last() {
-        messages[i].content = crate::tools::passages::cut(&messages[i].content, 4 * SHORT_RESULT);
+        messages[i].content = cut(&messages[i].content, 4 * SHORT_RESULT);
     }
 }
 
@@ -441,9 +460,11 @@ struct Reader<'a> {
     settings: &'a Settings,
     task: &'a str,
     read: Vec<ReadDoc>,
-    /// Queries searched, with the results' titles and URLs: a query asked again is answered
-    /// from here (small models repeat themselves).
-    searched: Vec<(String, String)>,
+    /// Queries searched, with their results: a query asked again is answered from here
+    /// (small models repeat themselves).
+    searched: Vec<(String, Vec<SearchHit>)>,
+    /// URLs a read was tried on, read or not.
+    tried: Vec<String>,
 }
 
 impl Reader<'_> {
@@ -477,13 +498,14 @@ impl Reader<'_> {
         before: Vec<Envelope>,
     ) -> Result<String, StepError> {
         let query = query.trim();
-        if let Some((_, list)) = self
+        if let Some((_, hits)) = self
             .searched
             .iter()
             .find(|(q, _)| q.eq_ignore_ascii_case(query))
         {
             return Ok(format!(
-                "You searched this before; its results are above:\n{list}Read one with fetch_url, search something else, or answer."
+                "You searched this before; its results are above:\n{}Read one with fetch_url, search something else, or answer.",
+                listing(hits)
             ));
         }
         let (search, k) = (
@@ -496,7 +518,7 @@ impl Reader<'_> {
             .call(
                 self.ctx,
                 || async move { search.search(&q, k).await },
-                |hits: &Vec<fathom_corpus::SearchHit>| format!("{} results", hits.len()),
+                |hits: &Vec<SearchHit>| format!("{} results", hits.len()),
                 |hits| json!({ "hits": hits }),
             )
             .await?;
@@ -506,14 +528,11 @@ impl Reader<'_> {
             Err(e) => return Ok(format!("Search failed: {e}")),
         };
         let mut out = String::new();
-        let mut list = String::new();
         for (j, h) in hits.iter().enumerate() {
             out.push_str(&format!("{}. {} <{}>\n", j + 1, h.title, h.url));
-            list.push_str(&format!("{}. {} <{}>\n", j + 1, h.title, h.url));
             let doc = if j < READ_PER_SEARCH {
-                self.open(&format!("fetch_url-{tool_id}h{j}"), &h.url, query)
-                    .await?
-                    .ok()
+                let id = format!("fetch_url-{tool_id}h{j}");
+                self.open(&id, &h.url, query, HIT_PASSAGES).await?.ok()
             } else {
                 None
             };
@@ -529,14 +548,33 @@ impl Reader<'_> {
                 _ => {}
             }
         }
-        self.searched.push((query.to_string(), list));
+        self.searched.push((query.to_string(), hits));
         Ok(out)
+    }
+
+    /// Reads up to [`READ_PER_SEARCH`] results of the searches made that no read was tried
+    /// on yet, in the order found.
+    async fn read_further(&mut self, id: &str) -> Result<(), StepError> {
+        let untried: Vec<(String, String)> = self
+            .searched
+            .iter()
+            .flat_map(|(q, hits)| hits.iter().map(move |h| (q.clone(), h.url.clone())))
+            .filter(|(_, url)| !self.tried.contains(url))
+            .take(READ_PER_SEARCH)
+            .collect();
+        for (j, (query, url)) in untried.into_iter().enumerate() {
+            let id = format!("fetch_url-{id}h{j}");
+            if let Err(e) = self.open(&id, &url, &query, HIT_PASSAGES).await? {
+                tracing::info!(%url, error = %e, "a further result could not be read either");
+            }
+        }
+        Ok(())
     }
 
     /// `fetch_url`: the page's passages that bear on the task.
     async fn fetch(&mut self, tool_id: &str, url: &str) -> Result<String, StepError> {
         let task = self.task.to_string();
-        Ok(match self.open(tool_id, url, &task).await? {
+        Ok(match self.open(tool_id, url, &task, TASK_PASSAGES).await? {
             Ok(d) => {
                 let mut text = format!("# {}\nURL: {}\n\n", d.title, d.url);
                 for p in &d.passages {
@@ -559,14 +597,18 @@ impl Reader<'_> {
         })
     }
 
-    /// One journaled read of `url`, its passages chosen for `query`. A page read before is
-    /// not fetched again: its stored parsed form is read back.
+    /// One journaled read of `url`, its `k` best passages chosen for `query`. A page read
+    /// before is not fetched again: its stored parsed form is read back.
     async fn open(
         &mut self,
         tool_id: &str,
         url: &str,
         query: &str,
+        k: usize,
     ) -> Result<Result<ReadDoc, String>, StepError> {
+        if !self.tried.iter().any(|t| t == url) {
+            self.tried.push(url.to_string());
+        }
         let tools = self.tools.clone();
         let (url_owned, query_owned) = (url.to_string(), query.to_string());
         let known = self
@@ -574,11 +616,6 @@ impl Reader<'_> {
             .iter()
             .find(|d| canonical_url(&d.url) == canonical_url(url))
             .cloned();
-        let k = if query == self.task {
-            TASK_PASSAGES
-        } else {
-            HIT_PASSAGES
-        };
         let outcome = Invocation::new("fetch_url", tool_id.to_string(), json!({"url": url}))
             .call(
                 self.ctx,
@@ -627,4 +664,12 @@ impl Reader<'_> {
         }
         Ok(outcome)
     }
+}
+
+/// Search results as the model is reminded of them: number, title and URL.
+fn listing(hits: &[SearchHit]) -> String {
+    hits.iter()
+        .enumerate()
+        .map(|(j, h)| format!("{}. {} <{}>\n", j + 1, h.title, h.url))
+        .collect()
 }

@@ -125,8 +125,9 @@ pub fn cut(text: &str, max: usize) -> String {
         return text.to_string();
     }
     let head: String = text.chars().take(max.saturating_sub(1)).collect();
+    // Back to the last space, unless that loses more than half of what may be kept.
     let head = match head.rfind(char::is_whitespace) {
-        Some(i) if i > max / 2 => &head[..i],
+        Some(i) if head[..i].chars().count() > max / 2 => &head[..i],
         _ => head.as_str(),
     };
     format!("{}…", head.trim_end())

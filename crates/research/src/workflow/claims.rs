@@ -12,7 +12,14 @@ use fathom_parse::ParsedDoc;
 use crate::agent::Models;
 use crate::report::Quote;
 use crate::state::RunCtx;
-use crate::verify::{ClaimRecord, Outcome, Span, Verdict, check_claim, closest_sentence};
+use crate::tools::passages::cut;
+use crate::verify::{
+    CheckedBy, ClaimRecord, Outcome, Span, Verdict, check_claim, closest_sentence,
+};
+
+/// Characters of a passage put to the verifier (a PDF page without punctuation can be one
+/// long "sentence").
+const VERIFIER_PASSAGE: usize = 1500;
 
 /// Checks the cited quotes of `sections` in place, returning a record per cited sentence.
 /// `order` is the documents' URLs in the order read (an uncited sentence goes to the first
@@ -44,7 +51,7 @@ pub(super) async fn check_sections(
                             verdict: Verdict::Supported,
                             outcome: Outcome::Attributed,
                             rewritten: None,
-                            checked_by: "offline".into(),
+                            checked_by: CheckedBy::Offline,
                             reason: "written without a citation; this source supports it".into(),
                         });
                         kept.push(Quote {
@@ -59,17 +66,32 @@ pub(super) async fn check_sections(
                 }
                 continue;
             };
-            let check = check_claim(&quote.text, doc, quote.page);
-            let (mut verdict, mut reason, mut by) = (check.verdict, check.reason, "offline");
+            let mut check = check_claim(&quote.text, doc, quote.page);
+            // The first source failing, a further source the sentence cites may carry it.
+            let mut quote = quote;
+            if check.verdict == Verdict::Unsupported
+                && let Some((i, c)) = quote.also.iter().enumerate().find_map(|(i, a)| {
+                    let c = check_claim(&quote.text, docs.get(&a.url)?, None);
+                    (c.verdict == Verdict::Supported).then_some((i, c))
+                })
+            {
+                let first = quote.also.remove(i);
+                quote.source_url = first.url;
+                quote.source_title = first.title;
+                quote.page = None;
+                check = c;
+            }
+            let (mut verdict, mut reason, mut by) =
+                (check.verdict, check.reason, CheckedBy::Offline);
             if verdict == Verdict::Unsupported
                 && let (Some(models), Some(span)) = (models, &check.span)
             {
                 let key = format!("llm:verify:{pass}:{}:{}", si + 1, qi + 1);
+                let passage = cut(&span.text, VERIFIER_PASSAGE);
                 let judged =
-                    crate::agent::verifier::judge(ctx, models, &key, &quote.text, &span.text)
-                        .await?;
+                    crate::agent::verifier::judge(ctx, models, &key, &quote.text, &passage).await?;
                 if let Some((supported, why)) = judged {
-                    by = "model";
+                    by = CheckedBy::Model;
                     reason = why;
                     if supported {
                         verdict = Verdict::Supported;
@@ -98,11 +120,15 @@ pub(super) async fn check_sections(
                 verdict,
                 outcome,
                 rewritten: rewrite.clone(),
-                checked_by: by.into(),
+                checked_by: by,
                 reason,
             });
             match outcome {
-                Outcome::Kept | Outcome::Attributed => kept.push(quote),
+                Outcome::Kept | Outcome::Attributed => kept.push(Quote {
+                    // A PDF sentence cites the page its passage is on.
+                    page: quote.page.or(check.span.as_ref().and_then(|s| s.page)),
+                    ..quote
+                }),
                 Outcome::Rewritten => kept.push(Quote {
                     text: rewrite.unwrap_or_default(),
                     page: check.span.as_ref().and_then(|s| s.page).or(quote.page),

@@ -17,6 +17,7 @@ use crate::report::{Patch, Quote, Report};
 use crate::state::{ArtifactRef, SessionStatus};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
+use crate::verify::{ClaimRecord, Outcome};
 use crate::writer::{draft_sections, drop_repeats, pack_patches};
 
 pub(super) async fn synthesize_and_patch(
@@ -68,8 +69,11 @@ pub(super) async fn synthesize_and_patch(
         docs.iter().map(|d| (d.url.clone(), d.clone())).collect();
     let order: Vec<String> = docs.iter().map(|d| d.url.clone()).collect();
     let models = deps.models.as_ref();
+    // Repeats go first (no check is spent on them), and again after the checks: a sentence
+    // rewritten from its passage may say what another already says.
+    let mut repeats = drop_repeats(&mut sections).len();
     let mut claims = check_sections(&ctx, models, &mut sections, &by_url, &order, "1").await?;
-    let mut repeats = drop_repeats(&mut sections);
+    repeats += left_out(&mut claims, drop_repeats(&mut sections));
     // A section left without a cited sentence (the model could not write it, or nothing it
     // wrote held up) is written by the extractive writer from the same documents.
     let empty: Vec<String> = sections
@@ -94,7 +98,7 @@ pub(super) async fn synthesize_and_patch(
                 *q = quotes;
             }
         }
-        repeats += drop_repeats(&mut sections);
+        repeats += left_out(&mut claims, drop_repeats(&mut sections));
     }
     if repeats > 0 {
         notes.push(format!(
@@ -163,6 +167,21 @@ pub(super) async fn synthesize_and_patch(
     })?;
     deps.save_session(&ctx.state()).await?;
     Ok(ReportWritten {})
+}
+
+/// Marks the claims of sentences left out as repeats; returns how many went.
+fn left_out(claims: &mut [ClaimRecord], dropped: Vec<(String, String)>) -> usize {
+    for (section, text) in &dropped {
+        if let Some(c) = claims.iter_mut().find(|c| {
+            &c.section == section
+                && c.outcome != Outcome::Removed
+                && c.rewritten.as_ref().unwrap_or(&c.sentence) == text
+        }) {
+            c.outcome = Outcome::Removed;
+            c.reason = format!("{}; left out: an earlier sentence says the same", c.reason);
+        }
+    }
+    dropped.len()
 }
 
 /// The extractive writer's sections, off the async threads (it scores every sentence).
