@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use crate::report::{Report, citations};
-use crate::verify::{Verdict, check_claim};
+use fathom_evidence::{Verdict, check_claim};
 use fathom_parse::ParsedDoc;
 use fathom_parse::text::sentences;
 

@@ -23,7 +23,6 @@ pub mod sessions;
 pub mod settings;
 pub mod state;
 pub mod tools;
-pub mod verify;
 pub mod workflow;
 pub mod writer;
 

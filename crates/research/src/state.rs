@@ -12,6 +12,7 @@ use crate::planner::Plan;
 use crate::report::Report;
 use crate::settings::Settings;
 use fathom_corpus::SearchHit;
+use fathom_evidence::{Span, Verdict};
 
 /// The context every step and agent of `deep-research` runs in.
 pub type RunCtx = Ctx<ResearchState>;
@@ -106,7 +107,7 @@ pub struct ResearchState {
     pub gathered: Option<Gathered>,
     /// Each cited sentence checked against its passage, and what became of it.
     #[serde(default)]
-    pub claims: Vec<crate::verify::ClaimRecord>,
+    pub claims: Vec<ClaimRecord>,
 }
 
 impl ResearchState {
@@ -137,6 +138,44 @@ impl ResearchState {
             "updated_at_ms": now_ms(),
         })
     }
+}
+
+/// What became of a cited sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Kept,
+    Rewritten,
+    Removed,
+    /// Written without a citation, and cited to the source read that supports it.
+    Attributed,
+}
+
+/// Who gave a claim its verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckedBy {
+    /// The entailment-style check of `fathom_evidence`.
+    Offline,
+    /// The verifier model, on a claim the offline check could not confirm.
+    Model,
+}
+
+/// What became of one cited sentence of the report; the session keeps one per claim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimRecord {
+    pub section: String,
+    /// The sentence as written (before any rewrite).
+    pub sentence: String,
+    pub source_url: String,
+    pub span: Option<Span>,
+    /// The verdict on the sentence as written.
+    pub verdict: Verdict,
+    pub outcome: Outcome,
+    /// The replacement sentence, when rewritten.
+    pub rewritten: Option<String>,
+    pub checked_by: CheckedBy,
+    pub reason: String,
 }
 
 /// A fact a researcher found, with the URL it was read at.
@@ -188,4 +227,29 @@ impl ResearchState {
 /// Whether the time `at` (ms since the epoch) has come.
 pub(crate) fn past(at: Option<i64>) -> bool {
     at.is_some_and(|t| now_ms() >= t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fathom_evidence::Verdict;
+
+    #[test]
+    fn records_serialise_in_lowercase() {
+        let r = ClaimRecord {
+            section: "S".into(),
+            sentence: "s".into(),
+            source_url: "u".into(),
+            span: None,
+            verdict: Verdict::Unsupported,
+            outcome: Outcome::Rewritten,
+            rewritten: Some("r".into()),
+            checked_by: CheckedBy::Offline,
+            reason: "why".into(),
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["verdict"], "unsupported");
+        assert_eq!(v["outcome"], "rewritten");
+        assert_eq!(serde_json::from_value::<ClaimRecord>(v).unwrap(), r);
+    }
 }

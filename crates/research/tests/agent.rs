@@ -41,6 +41,20 @@ async fn drive(research: &Research, id: &str) -> RunStatus {
         .unwrap()
 }
 
+/// Starts "What did the survey measure?" at light depth without the approval gate and drives
+/// it to its end, which must be a completed run.
+async fn light_run_completed(research: &Research) -> fathom_engine::store::RunRecord {
+    let run = research
+        .start(
+            "What did the survey measure?",
+            Some(json!({"require_approval": false, "depth": "light"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(drive(research, &run.id).await, RunStatus::Completed);
+    run
+}
+
 /// A researcher's first request: its instructions and its task, nothing else yet.
 fn is_first_research_turn(body: &serde_json::Value) -> bool {
     system(body).starts_with("You are a researcher")
@@ -558,14 +572,7 @@ async fn a_naive_model_still_gets_a_cited_report_from_what_the_searches_found() 
     let web = SearchAndPages::start().await;
     let llm = Server::start(fathom_testkit::agent::naive_agent()).await;
     let (research, store, _db) = service(&web, &llm).await;
-    let run = research
-        .start(
-            "What did the survey measure?",
-            Some(json!({"require_approval": false, "depth": "light"})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
+    let run = light_run_completed(&research).await;
 
     // The tool call written in text was run, with the schema's words as its query; the
     // invented URL was never requested (it is on no trusted origin and fails), but the
@@ -843,14 +850,7 @@ async fn a_researcher_that_never_searches_has_the_question_searched_for_it() {
     })
     .await;
     let (research, _store, _db) = service(&web, &llm).await;
-    let run = research
-        .start(
-            "What did the survey measure?",
-            Some(json!({"require_approval": false, "depth": "light"})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
+    let run = light_run_completed(&research).await;
     let researcher_calls = llm
         .requests()
         .iter()

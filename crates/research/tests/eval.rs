@@ -2,11 +2,11 @@
 //! Markdown and HTML, and a PDF's pages): fabricated markers, and ALCE-style citation
 //! precision and recall.
 
+use fathom_evidence::check_claim;
 use fathom_parse::pdf::{PdfPage, PdfText};
 use fathom_parse::{DocKind, ParsedDoc, parse_content, pdf_to_doc};
 use fathom_research::eval::*;
 use fathom_research::report::{Report, Section, Source};
-use fathom_research::verify::check_claim;
 
 const PDF: &str = "https://x.test/lifetimes.pdf";
 

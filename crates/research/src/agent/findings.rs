@@ -9,8 +9,8 @@ use fathom_parse::text::{sentences, terms};
 use serde_json::Value;
 
 use crate::state::Finding;
-use crate::tools::passages::{Passage, cut};
 use crate::tools::web::canonical_url;
+use fathom_evidence::{Passage, cut};
 
 /// A document a researcher read, with the passages it was shown.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

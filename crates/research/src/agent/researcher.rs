@@ -17,10 +17,10 @@ use crate::events::{AgentInput, ChatMessage, ParsedRef};
 use crate::planner::Plan;
 use crate::settings::Settings;
 use crate::state::{Finding, Gathered, RunCtx};
-use crate::tools::passages::{best_passages, cut, opening};
 use crate::tools::web::canonical_url;
 use crate::tools::{Invocation, Tools};
 use fathom_corpus::SearchHit;
+use fathom_evidence::{best_passages, cut, opening};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct WebSearchArgs {

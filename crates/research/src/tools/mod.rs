@@ -2,7 +2,6 @@
 //! included, is stored under its tool id and never recomputed after a crash) and shows on the
 //! stream as a `ToolCall` followed by its `ToolCallResult`, committed with the result.
 
-pub mod passages;
 pub mod read;
 pub mod web;
 

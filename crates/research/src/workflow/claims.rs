@@ -4,33 +4,28 @@
 //! sentence still unsupported is rewritten from the passage (its closest sentence, verbatim)
 //! or removed; the session keeps what became of each.
 
-use std::collections::HashMap;
-
 use fathom_engine::StepError;
 use fathom_parse::ParsedDoc;
 
 use crate::agent::Models;
 use crate::report::Quote;
 use crate::state::RunCtx;
-use crate::tools::passages::cut;
-use crate::verify::{
-    CheckedBy, ClaimRecord, Outcome, Span, Verdict, check_claim, closest_sentence,
-};
+use crate::state::{CheckedBy, ClaimRecord, Outcome};
+use fathom_evidence::{Span, Verdict, check_claim, closest_sentence, cut};
 
 /// Characters of a passage put to the verifier (a PDF page without punctuation can be one
 /// long "sentence").
 const VERIFIER_PASSAGE: usize = 1500;
 
 /// Checks the cited quotes of `sections` in place, returning a record per cited sentence.
-/// `order` is the documents' URLs in the order read (an uncited sentence goes to the first
+/// `docs` are the documents read, in the order read (an uncited sentence goes to the first
 /// that supports it); `pass` tells one check of the report from another in the verifier's
 /// journal keys.
 pub(super) async fn check_sections(
     ctx: &RunCtx,
     models: Option<&Models>,
     sections: &mut [(String, Vec<Quote>)],
-    docs: &HashMap<String, ParsedDoc>,
-    order: &[String],
+    docs: &[ParsedDoc],
     pass: &str,
 ) -> Result<Vec<ClaimRecord>, StepError> {
     let mut records = Vec::new();
@@ -40,8 +35,8 @@ pub(super) async fn check_sections(
             // A sentence written without a citation (small models rarely cite) is cited to
             // the first source read that supports it by the same check; else it stays
             // uncited, and citation recall counts it.
-            let Some(doc) = docs.get(&quote.source_url) else {
-                match attribute(&quote.text, order, docs) {
+            let Some(doc) = read_at(docs, &quote.source_url) else {
+                match attribute(&quote.text, docs) {
                     Some((doc, span)) => {
                         records.push(ClaimRecord {
                             section: title.clone(),
@@ -71,7 +66,7 @@ pub(super) async fn check_sections(
             let mut quote = quote;
             if check.verdict == Verdict::Unsupported
                 && let Some((i, c)) = quote.also.iter().enumerate().find_map(|(i, a)| {
-                    let c = check_claim(&quote.text, docs.get(&a.url)?, None);
+                    let c = check_claim(&quote.text, read_at(docs, &a.url)?, None);
                     (c.verdict == Verdict::Supported).then_some((i, c))
                 })
             {
@@ -144,20 +139,18 @@ pub(super) async fn check_sections(
     Ok(records)
 }
 
-/// The first document (in `order`) whose passage supports `sentence`, with that passage.
-fn attribute<'a>(
-    sentence: &str,
-    order: &[String],
-    docs: &'a HashMap<String, ParsedDoc>,
-) -> Option<(&'a ParsedDoc, Span)> {
-    order
-        .iter()
-        .filter_map(|url| docs.get(url))
-        .find_map(|doc| {
-            let check = check_claim(sentence, doc, None);
-            (check.verdict == Verdict::Supported)
-                .then_some(check.span)
-                .flatten()
-                .map(|span| (doc, span))
-        })
+/// The document read at `url`.
+fn read_at<'a>(docs: &'a [ParsedDoc], url: &str) -> Option<&'a ParsedDoc> {
+    docs.iter().find(|d| d.url == url)
+}
+
+/// The first document read whose passage supports `sentence`, with that passage.
+fn attribute<'a>(sentence: &str, docs: &'a [ParsedDoc]) -> Option<(&'a ParsedDoc, Span)> {
+    docs.iter().find_map(|doc| {
+        let check = check_claim(sentence, doc, None);
+        (check.verdict == Verdict::Supported)
+            .then_some(check.span)
+            .flatten()
+            .map(|span| (doc, span))
+    })
 }

@@ -1,7 +1,6 @@
 //! Phase B, writing: `synthesize_and_patch` grows the report through bounded `update_report`
 //! patches; `persist_session` stores it and ends the run.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use fathom_engine::StepError;
@@ -15,9 +14,9 @@ use super::{ResearchDeps, WRITER};
 use crate::events::*;
 use crate::report::{Patch, Quote, Report};
 use crate::state::{ArtifactRef, SessionStatus};
+use crate::state::{ClaimRecord, Outcome};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
-use crate::verify::{ClaimRecord, Outcome};
 use crate::writer::{draft_sections, drop_repeats, pack_patches};
 
 pub(super) async fn synthesize_and_patch(
@@ -65,25 +64,22 @@ pub(super) async fn synthesize_and_patch(
         }
         _ => extractive(&plan.question, &plan.outline, &docs, per_section).await?,
     };
-    let by_url: HashMap<String, ParsedDoc> =
-        docs.iter().map(|d| (d.url.clone(), d.clone())).collect();
-    let order: Vec<String> = docs.iter().map(|d| d.url.clone()).collect();
     let models = deps.models.as_ref();
     // Repeats go first (no check is spent on them), and again after the checks: a sentence
     // rewritten from its passage may say what another already says.
     let mut repeats = drop_repeats(&mut sections).len();
-    let mut claims = check_sections(&ctx, models, &mut sections, &by_url, &order, "1").await?;
+    let mut claims = check_sections(&ctx, models, &mut sections, &docs, "1").await?;
     repeats += left_out(&mut claims, drop_repeats(&mut sections));
     // A section left without a cited sentence (the model could not write it, or nothing it
     // wrote held up) is written by the extractive writer from the same documents.
     let empty: Vec<String> = sections
         .iter()
-        .filter(|(_, q)| !q.iter().any(|q| by_url.contains_key(&q.source_url)))
+        .filter(|(_, q)| !q.iter().any(|q| docs.iter().any(|d| d.url == q.source_url)))
         .map(|(t, _)| t.clone())
         .collect();
     if !empty.is_empty() && !docs.is_empty() {
         let mut filled = extractive(&plan.question, &empty, &docs, per_section).await?;
-        claims.extend(check_sections(&ctx, models, &mut filled, &by_url, &order, "2").await?);
+        claims.extend(check_sections(&ctx, models, &mut filled, &docs, "2").await?);
         for (title, quotes) in filled {
             if deps.models.is_some() {
                 notes.push(if quotes.is_empty() {

@@ -9,6 +9,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use fathom_parse::ParsedDoc;
+
+use crate::sentence_blocks;
 use fathom_parse::text::{is_stopword, sentences, stem, terms, words};
 
 /// The share of a claim's content terms the passage must contain: 4 in 5. Integers, so the
@@ -60,44 +62,6 @@ pub struct Check {
     pub reason: String,
 }
 
-/// What became of a cited sentence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    Kept,
-    Rewritten,
-    Removed,
-    /// Written without a citation, and cited to the source read that supports it.
-    Attributed,
-}
-
-/// Who gave a claim its verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckedBy {
-    /// The entailment-style check in this module.
-    Offline,
-    /// The verifier model, on a claim the offline check could not confirm.
-    Model,
-}
-
-/// What became of one cited sentence of the report; the session keeps one per claim.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClaimRecord {
-    pub section: String,
-    /// The sentence as written (before any rewrite).
-    pub sentence: String,
-    pub source_url: String,
-    pub span: Option<Span>,
-    /// The verdict on the sentence as written.
-    pub verdict: Verdict,
-    pub outcome: Outcome,
-    /// The replacement sentence, when rewritten.
-    pub rewritten: Option<String>,
-    pub checked_by: CheckedBy,
-    pub reason: String,
-}
-
 /// `s` as a reader sees it: Markdown escapes undone (`\[` → `[`), citation markers `[n]`
 /// removed and whitespace collapsed. Report sentences and document blocks are both stored
 /// escaped; inside a code span nothing is touched, as Markdown does.
@@ -142,12 +106,8 @@ pub fn best_span(claim: &str, doc: &ParsedDoc, page: Option<u32>) -> Option<Span
     }
     // (covered, chars, text, page); strictly better replaces, so the first of equals stays.
     let mut best: Option<(usize, usize, String, Option<u32>)> = None;
-    for block in doc
-        .blocks
-        .iter()
-        .filter(|b| page.is_none() || b.page == page)
-    {
-        let sents = sentences(&block.text);
+    for block in sentence_blocks(doc, page) {
+        let sents = &block.sentences;
         let found: Vec<BTreeSet<&String>> = sents
             .iter()
             .map(|s| {
@@ -824,24 +784,5 @@ mod tests {
         );
         assert_eq!(n("50 percent, twelve, v1.2 and x86"), ["12", "50%"]);
         assert_eq!(n("No one said one of them; exactly one owner."), ["1"]);
-    }
-
-    #[test]
-    fn records_serialise_in_lowercase() {
-        let r = ClaimRecord {
-            section: "S".into(),
-            sentence: "s".into(),
-            source_url: "u".into(),
-            span: None,
-            verdict: Verdict::Unsupported,
-            outcome: Outcome::Rewritten,
-            rewritten: Some("r".into()),
-            checked_by: CheckedBy::Offline,
-            reason: "why".into(),
-        };
-        let v = serde_json::to_value(&r).unwrap();
-        assert_eq!(v["verdict"], "unsupported");
-        assert_eq!(v["outcome"], "rewritten");
-        assert_eq!(serde_json::from_value::<ClaimRecord>(v).unwrap(), r);
     }
 }

@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use fathom_parse::ParsedDoc;
-use fathom_parse::text::{sentences, terms};
+use fathom_parse::text::terms;
+
+use crate::sentence_blocks;
 use serde::{Deserialize, Serialize};
 
 /// A few consecutive sentences of one block of a document.
@@ -19,8 +21,6 @@ pub struct Passage {
 
 /// Sentences per passage.
 const WINDOW: usize = 3;
-/// Sentences of one document considered (a book-length page is cut here).
-const MAX_SENTENCES: usize = 5000;
 
 struct Window {
     text: String,
@@ -95,13 +95,8 @@ pub fn opening(doc: &ParsedDoc, max_chars: usize) -> Option<Passage> {
 /// Windows of up to [`WINDOW`] consecutive sentences, each within one block.
 fn windows(doc: &ParsedDoc) -> Vec<Window> {
     let mut out = Vec::new();
-    let mut index = 0;
-    for block in &doc.blocks {
-        if index >= MAX_SENTENCES {
-            break;
-        }
-        let sents = sentences(&block.text);
-        let sents = &sents[..sents.len().min(MAX_SENTENCES - index)];
+    for block in sentence_blocks(doc, None) {
+        let sents = &block.sentences;
         let starts = sents.len().saturating_sub(WINDOW - 1).max(1);
         for s in 0..starts.min(sents.len()) {
             let part = &sents[s..(s + WINDOW).min(sents.len())];
@@ -110,11 +105,10 @@ fn windows(doc: &ParsedDoc) -> Vec<Window> {
                 terms: terms(&text).into_iter().collect(),
                 text,
                 page: block.page,
-                first: index + s,
-                last: index + s + part.len() - 1,
+                first: block.first + s,
+                last: block.first + s + part.len() - 1,
             });
         }
-        index += sents.len();
     }
     out
 }

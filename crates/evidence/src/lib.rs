@@ -1,0 +1,57 @@
+//! What a document says about a query or a claim, in rules rather than a model, so the same
+//! input gives the same answer in every process (a resumed run decides exactly as an
+//! uninterrupted one):
+//! - [`best_passages`]: the passages of a document that bear on a query, what a researcher
+//!   is shown of each page it reads;
+//! - [`check_claim`]: whether the best-matching passage of a document supports a sentence
+//!   (numbers, names and negation must agree, most content terms must be there).
+//!
+//! Both look at windows of consecutive sentences within a block, from [`sentence_blocks`].
+
+mod claim;
+mod passages;
+
+pub use claim::{
+    Check, Span, Verdict, best_span, check_claim, closest_sentence, entails, plain_text,
+};
+pub use passages::{Passage, best_passages, cut, opening};
+
+use fathom_parse::ParsedDoc;
+use fathom_parse::text::sentences;
+
+/// Sentences of one document considered (a book-length page is cut here).
+const MAX_SENTENCES: usize = 5000;
+
+/// One block's sentences, where they stand in the document.
+pub(crate) struct SentenceBlock {
+    pub(crate) sentences: Vec<String>,
+    pub(crate) page: Option<u32>,
+    /// Index of its first sentence in document order.
+    pub(crate) first: usize,
+}
+
+/// The document's blocks (on `page` only, when given) as sentences, at most
+/// [`MAX_SENTENCES`] in all.
+pub(crate) fn sentence_blocks(doc: &ParsedDoc, page: Option<u32>) -> Vec<SentenceBlock> {
+    let mut out = Vec::new();
+    let mut index = 0;
+    for block in doc
+        .blocks
+        .iter()
+        .filter(|b| page.is_none() || b.page == page)
+    {
+        if index >= MAX_SENTENCES {
+            break;
+        }
+        let mut sents = sentences(&block.text);
+        sents.truncate(MAX_SENTENCES - index);
+        let n = sents.len();
+        out.push(SentenceBlock {
+            sentences: sents,
+            page: block.page,
+            first: index,
+        });
+        index += n;
+    }
+    out
+}
