@@ -537,25 +537,15 @@ mod tests {
     use fathom_parse::{DocKind, ParsedDoc};
 
     fn doc(blocks: &[(&str, Option<u32>)]) -> ParsedDoc {
-        ParsedDoc {
-            url: "https://x.test/doc".into(),
-            title: "Doc".into(),
-            kind: DocKind::Text,
-            blocks: blocks
-                .iter()
-                .map(|(text, page)| Block {
-                    heading: String::new(),
-                    text: text.to_string(),
-                    page: *page,
-                })
-                .collect(),
-            words: 100,
-            byline: None,
-            published: None,
-            canonical_url: None,
-            site_name: None,
-            pages: None,
-        }
+        let blocks = blocks
+            .iter()
+            .map(|(text, page)| Block {
+                heading: String::new(),
+                text: text.to_string(),
+                page: *page,
+            })
+            .collect();
+        ParsedDoc::new("https://x.test/doc", "Doc", DocKind::Text, blocks)
     }
 
     const SURVEY: &str = "The 2024 survey of 1,200 developers found that 38.5% of them use \

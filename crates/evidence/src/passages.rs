@@ -141,18 +141,7 @@ mod tests {
                 page: None,
             })
             .collect();
-        ParsedDoc {
-            url: "file:///d.md".into(),
-            title: "D".into(),
-            kind: fathom_parse::DocKind::Markdown,
-            words: 100,
-            blocks,
-            byline: None,
-            published: None,
-            canonical_url: None,
-            site_name: None,
-            pages: None,
-        }
+        ParsedDoc::new("file:///d.md", "D", fathom_parse::DocKind::Markdown, blocks)
     }
 
     #[test]

@@ -81,6 +81,27 @@ pub struct ParsedDoc {
     pub pages: Option<u32>,
 }
 
+impl ParsedDoc {
+    /// A document of `blocks` with its words counted and no metadata besides its title.
+    pub fn new(url: &str, title: &str, kind: DocKind, blocks: Vec<Block>) -> ParsedDoc {
+        ParsedDoc {
+            url: url.to_string(),
+            title: title.to_string(),
+            kind,
+            words: blocks
+                .iter()
+                .map(|b| b.text.split_whitespace().count())
+                .sum(),
+            blocks,
+            byline: None,
+            published: None,
+            canonical_url: None,
+            site_name: None,
+            pages: None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ParseError {
     #[error("binary content, not {0}")]
@@ -239,13 +260,6 @@ fn finish(
     title: Option<String>,
     blocks: Vec<Block>,
 ) -> Result<ParsedDoc, ParseError> {
-    let words = blocks
-        .iter()
-        .map(|b| b.text.split_whitespace().count())
-        .sum();
-    if words == 0 {
-        return Err(ParseError::Empty);
-    }
     let fallback_title = url
         .rsplit('/')
         .next()
@@ -253,21 +267,15 @@ fn finish(
         .rsplit_once('.')
         .map(|(stem, _)| stem.replace(['-', '_'], " "))
         .unwrap_or_else(|| url.to_string());
-    Ok(ParsedDoc {
-        url: url.to_string(),
-        title: title
-            .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
-            .filter(|t| !t.is_empty())
-            .unwrap_or(fallback_title),
-        kind,
-        blocks,
-        words,
-        byline: None,
-        published: None,
-        canonical_url: None,
-        site_name: None,
-        pages: None,
-    })
+    let title = title
+        .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|t| !t.is_empty())
+        .unwrap_or(fallback_title);
+    let doc = ParsedDoc::new(url, &title, kind, blocks);
+    if doc.words == 0 {
+        return Err(ParseError::Empty);
+    }
+    Ok(doc)
 }
 
 /// What a page says about itself.

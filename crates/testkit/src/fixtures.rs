@@ -67,24 +67,17 @@ pub fn write_sample_corpus(dir: &Path) {
 /// A parsed plain-text document of `paras`, titled by its URL, claiming `words` words (the
 /// writer weighs documents by it).
 pub fn text_doc(url: &str, paras: &[&str], words: usize) -> fathom_parse::ParsedDoc {
+    let blocks = paras
+        .iter()
+        .map(|p| fathom_parse::text::Block {
+            heading: String::new(),
+            text: p.to_string(),
+            page: None,
+        })
+        .collect();
     fathom_parse::ParsedDoc {
-        url: url.into(),
-        title: url.into(),
-        kind: fathom_parse::DocKind::Text,
-        blocks: paras
-            .iter()
-            .map(|p| fathom_parse::text::Block {
-                heading: String::new(),
-                text: p.to_string(),
-                page: None,
-            })
-            .collect(),
         words,
-        byline: None,
-        published: None,
-        canonical_url: None,
-        site_name: None,
-        pages: None,
+        ..fathom_parse::ParsedDoc::new(url, url, fathom_parse::DocKind::Text, blocks)
     }
 }
 
