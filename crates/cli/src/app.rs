@@ -113,7 +113,7 @@ impl App {
         corpus: Arc<Corpus>,
         engine: EngineConfig,
     ) -> anyhow::Result<Research> {
-        let web = web_tools(&self.config.web, Some(corpus)).map_err(|e| anyhow!(e))?;
+        let web = web_tools(&self.config.web, Some(corpus.clone())).map_err(|e| anyhow!(e))?;
         let models = match &self.config.agent {
             Some(roles) => Some(Models::from_roles(roles)?),
             None => None,
@@ -122,6 +122,7 @@ impl App {
             config: self.config.research.clone(),
             tools: Tools {
                 search: web.search,
+                local: Some(corpus),
                 fetcher: web.fetcher,
                 parser: content_parser(self.config.pdf),
                 artifacts: store.clone(),

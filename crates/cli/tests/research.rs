@@ -303,3 +303,131 @@ async fn bad_input_gets_one_clear_line_and_loses_nothing() {
     let listed = ok(&env.run(&["sessions", "list"]));
     assert!(listed.contains(&format!("{first}  completed")), "{listed}");
 }
+
+/// The tool results committed to the run's stream, by tool name, in order.
+async fn streamed_results(db: &str, id: &str) -> Vec<(String, serde_json::Value)> {
+    let store = SqlStore::connect(db).await.unwrap();
+    store
+        .events_after(id, -1, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.envelope.event_type == "ToolCallResult")
+        .map(|e| {
+            let name = e.envelope.value["tool_name"].as_str().unwrap().to_string();
+            (name, e.envelope.value["tool_output"].clone())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_mode_answers_as_its_question_needs_and_says_why() {
+    let (env, _keep) = env(Dialect::Sqlite).await;
+    let corpus = env.corpus.to_str().unwrap().to_string();
+    let store = SqlStore::connect(&env.db).await.unwrap();
+    let mode_of = |results: &[(String, serde_json::Value)]| {
+        results
+            .iter()
+            .rev()
+            .find(|(n, _)| n == "route_query")
+            .map(|(_, o)| o["raw_output"]["mode"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+
+    // A short factual question: answered at once from the local sources, with no plan and
+    // no gate (approval is required by default, and stdin is closed).
+    let out = ok(&env.run(&[
+        "research",
+        "What does the borrow checker enforce?",
+        "--corpus",
+        &corpus,
+        "-o",
+        "simple.md",
+    ]));
+    let id = session_of(&out);
+    let results = streamed_results(&env.db, &id).await;
+    assert_eq!(mode_of(&results), "simple", "{results:?}");
+    let why = results[0].1["blocks"][0]["text"].as_str().unwrap();
+    assert!(
+        why.starts_with("Mode: simple, because a short factual question"),
+        "{why}"
+    );
+    let names: Vec<&str> = results.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"search_local"), "{names:?}");
+    assert!(!names.contains(&"decompose_query"), "no plan: {names:?}");
+    assert!(!names.contains(&"web_search"), "{names:?}");
+    let answer = std::fs::read_to_string(report_path(&env.work, &out)).unwrap();
+    assert!(answer.contains("## Answer"), "{answer}");
+    assert!(!answer.contains("## Summary"), "{answer}");
+    assert!(
+        answer.contains("The borrow checker enforces these rules at compile time"),
+        "{answer}"
+    );
+    let cited = answer.matches(" [").count();
+    assert!((1..=4).contains(&cited), "a few cited sentences: {answer}");
+    let state = store.get_run(&id).await.unwrap().unwrap().state;
+    assert_eq!(state["route"]["mode"], "simple");
+    assert_eq!(state["route"]["by"], "rules");
+
+    // The same question, with the full flow asked for: the first look at the local sources
+    // is shown with the plan and shapes it.
+    let out = ok(&env.run(&[
+        "research",
+        "What does the borrow checker enforce?",
+        "--corpus",
+        &corpus,
+        "--set",
+        "mode=deep",
+        "--yes",
+    ]));
+    let results = streamed_results(&env.db, &session_of(&out)).await;
+    assert_eq!(mode_of(&results), "deep");
+    let names: Vec<&str> = results.iter().map(|(n, _)| n.as_str()).collect();
+    let look = names.iter().position(|n| *n == "search_local").unwrap();
+    let plan = names.iter().position(|n| *n == "decompose_query").unwrap();
+    let search = names.iter().position(|n| *n == "web_search").unwrap();
+    assert!(look < plan && plan < search, "{names:?}");
+    let plan = &results[plan].1;
+    assert!(
+        plan["blocks"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("What the local sources say:"),
+        "{plan}"
+    );
+    assert!(
+        !plan["raw_output"]["background"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // A quick look: one query, two sections, light depth.
+    let out = ok(&env.run(&env.research_args(&["--set", "mode=web", "--yes"])));
+    let id = session_of(&out);
+    let results = streamed_results(&env.db, &id).await;
+    assert_eq!(mode_of(&results), "web");
+    let plan = &results
+        .iter()
+        .find(|(n, _)| n == "decompose_query")
+        .unwrap()
+        .1;
+    assert_eq!(
+        plan["raw_output"]["queries"].as_array().unwrap().len(),
+        1,
+        "{plan}"
+    );
+    assert_eq!(
+        plan["raw_output"]["outline"],
+        serde_json::json!(["Answer", "Details"])
+    );
+    let state = store.get_run(&id).await.unwrap().unwrap().state;
+    assert_eq!(state["settings"]["depth"], "light");
+    assert!(state["settings"]["timeout_seconds"].as_u64().unwrap() <= 180);
+
+    // A mode that does not exist is refused before anything runs, with the choices.
+    let out = env.run(&env.research_args(&["--set", "mode=fast"]));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mode") && err.contains("\"simple\""), "{err}");
+}

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::planner::Plan;
 use crate::report::Source;
+use crate::settings::Mode;
 use fathom_corpus::SearchHit;
 
 // ---- Sent by clients ----
@@ -54,6 +55,20 @@ impl_event!(
 );
 
 // ---- Between steps (never streamed) ----
+
+/// The coordinator's choice, made: `simple`, `web` or `deep` (the reason is in the state).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct QueryRouted {
+    pub mode: Mode,
+}
+impl_event!(QueryRouted, "QueryRouted");
+
+/// The first look at the local corpus, done; its passages are in the state for the planner.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Investigated {
+    pub hits: usize,
+}
+impl_event!(Investigated, "Investigated");
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Replan {

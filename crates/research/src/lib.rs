@@ -9,6 +9,7 @@
 //! - [`workflow`]: the steps and how they connect; [`state`]: the run state and session record.
 //! - [`tools`]: `web_search`, `fetch_url`, `parse_content` and how a step calls them (journaled).
 //! - [`agent`]: the planner, researchers, reflection and writer with a model.
+//! - [`route`]: how a question is answered (simple, web or deep) by its form.
 //! - [`planner`], [`writer`]: the offline planner and extractive writer; [`report`]: the report
 //!   and its citations; [`eval`]: citation checks.
 //! - [`service`]: what the CLI and the server do with runs; [`sessions`]: saved sessions.
@@ -18,6 +19,7 @@ pub mod eval;
 pub mod events;
 pub mod planner;
 pub mod report;
+pub mod route;
 pub mod service;
 pub mod sessions;
 pub mod settings;

@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use fathom_parse::text::{is_stopword, words};
+use fathom_corpus::SearchHit;
+use fathom_parse::text::{is_stopword, terms, words};
 
 /// A research plan, as proposed by `decompose_query` and approved (or edited) at the gate.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -17,6 +18,10 @@ pub struct Plan {
     pub queries: Vec<String>,
     /// Section titles of the report, in order.
     pub outline: Vec<String>,
+    /// What a first look at the local corpus found (never the web: it ran before approval);
+    /// it informed the queries and outline and is shown with the plan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub background: Vec<SearchHit>,
 }
 
 impl Plan {
@@ -43,6 +48,17 @@ impl Plan {
         s.push_str("Report outline:\n");
         for (i, o) in self.outline.iter().enumerate() {
             s.push_str(&format!("  {}. {o}\n", i + 1));
+        }
+        if !self.background.is_empty() {
+            s.push_str("What the local sources say:\n");
+            for b in &self.background {
+                let at = if b.heading.is_empty() || b.heading == b.title {
+                    b.title.clone()
+                } else {
+                    format!("{} > {}", b.title, b.heading)
+                };
+                s.push_str(&format!("  - {at}: {}\n", b.snippet.trim()));
+            }
         }
         if !self.clarifying_questions.is_empty() {
             s.push_str("The question is vague; answering these would help:\n");
@@ -148,8 +164,54 @@ fn capitalized(s: &str) -> String {
     }
 }
 
-/// Drafts a plan for `question`, steered by the feedback and answers of earlier rounds.
-pub fn decompose_query(question: &str, feedback: &[String], answers: &[String]) -> Plan {
+/// Headings of the local sources at most taken as queries, and as outline sections.
+const BACKGROUND_QUERIES: usize = 2;
+const BACKGROUND_SECTIONS: usize = 1;
+
+/// A one-step plan for a quick look (the `web` mode): the question itself, answered in one
+/// section with its details after.
+pub fn one_step(question: &str) -> Plan {
+    let question = question.split_whitespace().collect::<Vec<_>>().join(" ");
+    Plan {
+        queries: vec![question.trim_end_matches('?').to_string()],
+        outline: vec!["Answer".into(), "Details".into()],
+        question,
+        ..Default::default()
+    }
+}
+
+/// Headings of the background hits that name something the question is about (a shared
+/// content term), cleaned of numbering and question marks, best hit first, without repeats.
+fn background_headings(topic: &str, background: &[SearchHit]) -> Vec<String> {
+    let topic_terms = terms(topic);
+    let mut out: Vec<String> = Vec::new();
+    for hit in background {
+        let heading = hit
+            .heading
+            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c.is_whitespace())
+            .trim_end_matches(['?', ':', '.'])
+            .trim();
+        let words = heading.split_whitespace().count();
+        if !(2..=8).contains(&words) || heading.eq_ignore_ascii_case(hit.title.trim()) {
+            continue;
+        }
+        if terms(heading).iter().any(|t| topic_terms.contains(t)) {
+            push_unique(&mut out, heading.to_string());
+        }
+    }
+    out
+}
+
+/// Drafts a plan for `question`, steered by the feedback and answers of earlier rounds and by
+/// what a first look at the local sources found (`background`): headings there that name the
+/// question's subject become queries, and the best of them a section, so the plan asks the
+/// corpus in its own words.
+pub fn decompose_query(
+    question: &str,
+    feedback: &[String],
+    answers: &[String],
+    background: &[SearchHit],
+) -> Plan {
     let question = question.split_whitespace().collect::<Vec<_>>().join(" ");
     let topic = topic_of(&question);
     let form = form_of(&question);
@@ -254,12 +316,40 @@ pub fn decompose_query(question: &str, feedback: &[String], answers: &[String]) 
         push_unique(&mut outline, capitalized(s));
         push_unique(&mut queries, format!("{topic} {s}"));
     }
+    let headings = background_headings(&topic, background);
+    for h in headings.iter().take(BACKGROUND_QUERIES) {
+        push_unique(&mut queries, h.clone());
+    }
+    // A heading whose words no section title has yet is a part of the subject the sources
+    // treat on its own: it gets a section, before the examples and pitfalls.
+    let covered: Vec<String> = outline.iter().flat_map(|o| terms(o)).collect();
+    let new_sections: Vec<String> = headings
+        .iter()
+        .filter(|h| {
+            terms(h)
+                .iter()
+                .filter(|t| !topic.contains(t.as_str()))
+                .all(|t| !covered.contains(t))
+        })
+        .take(BACKGROUND_SECTIONS)
+        .map(|h| capitalized(h))
+        .collect();
+    let at = outline
+        .iter()
+        .position(|o| o.starts_with("Examples"))
+        .unwrap_or(outline.len());
+    for (i, s) in new_sections.into_iter().enumerate() {
+        if !outline.iter().any(|o| o.eq_ignore_ascii_case(&s)) {
+            outline.insert(at + i, s);
+        }
+    }
     queries.truncate(MAX_QUERIES);
     Plan {
         question,
         clarifying_questions,
         queries,
         outline,
+        background: background.to_vec(),
     }
 }
 
@@ -269,7 +359,7 @@ mod tests {
 
     #[test]
     fn how_questions_get_a_mechanism_outline_and_focused_queries() {
-        let p = decompose_query("How does ownership work in Rust?", &[], &[]);
+        let p = decompose_query("How does ownership work in Rust?", &[], &[], &[]);
         assert!(p.clarifying_questions.is_empty());
         assert_eq!(p.outline[1], "How it works");
         assert!(
@@ -279,13 +369,13 @@ mod tests {
         );
         assert_eq!(
             p,
-            decompose_query("How does  ownership work in Rust?", &[], &[])
+            decompose_query("How does  ownership work in Rust?", &[], &[], &[])
         );
     }
 
     #[test]
     fn comparisons_name_both_subjects() {
-        let p = decompose_query("Compare Box and Rc", &[], &[]);
+        let p = decompose_query("Compare Box and Rc", &[], &[], &[]);
         assert_eq!(p.outline[0], "Overview of box");
         assert!(
             p.outline
@@ -295,18 +385,69 @@ mod tests {
 
     #[test]
     fn vague_questions_ask_for_clarification_and_answers_steer() {
-        let p = decompose_query("stuff", &[], &[]);
+        let p = decompose_query("stuff", &[], &[], &[]);
         assert_eq!(p.clarifying_questions.len(), 2);
-        let p = decompose_query("traits", &[], &[]);
+        let p = decompose_query("traits", &[], &[], &[]);
         assert_eq!(p.clarifying_questions.len(), 2);
         let p = decompose_query(
             "traits",
             &["focus on generics and trait objects".into()],
             &[],
+            &[],
         );
         assert!(p.clarifying_questions.is_empty());
         assert!(
             p.outline.contains(&"Generics trait objects".to_string()),
+            "{:?}",
+            p.outline
+        );
+    }
+
+    fn hit(title: &str, heading: &str) -> SearchHit {
+        SearchHit {
+            url: format!("file:///book/{title}.md"),
+            title: title.into(),
+            heading: heading.into(),
+            snippet: "Each value in Rust has an owner.".into(),
+            score: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_local_sources_headings_shape_queries_and_a_section() {
+        let background = [
+            hit("What Is Ownership?", "Ownership Rules"),
+            hit("What Is Ownership?", "The Stack and the Heap"),
+            hit("References and Borrowing", "Dangling References"),
+        ];
+        let p = decompose_query("How does ownership work in Rust?", &[], &[], &background);
+        assert!(
+            p.queries.contains(&"Ownership Rules".to_string()),
+            "{:?}",
+            p.queries
+        );
+        // Unrelated headings stay out; "Ownership Rules" adds nothing "Rules and
+        // constraints" does not already name.
+        assert!(
+            !p.queries.iter().any(|q| q.contains("Stack")),
+            "{:?}",
+            p.queries
+        );
+        assert_eq!(p.outline.len(), 5, "{:?}", p.outline);
+        assert_eq!(p.background.len(), 3);
+        assert!(p.to_text().contains("What Is Ownership? > Ownership Rules"));
+        let p = decompose_query(
+            "What is borrowing in Rust?",
+            &[],
+            &[],
+            &[hit(
+                "References and Borrowing",
+                "Mutable borrowing of references",
+            )],
+        );
+        assert!(
+            p.outline
+                .contains(&"Mutable borrowing of references".to_string()),
             "{:?}",
             p.outline
         );

@@ -30,6 +30,9 @@ pub struct Settings {
     /// and the report is written from what was gathered.
     #[serde(default = "default_token_budget")]
     pub token_budget: u64,
+    /// How the question is answered: the route asked for (`auto` lets the coordinator pick).
+    #[serde(default)]
+    pub mode: ModeSetting,
 }
 
 fn default_parallel() -> usize {
@@ -57,6 +60,52 @@ impl Depth {
             Depth::Light => 2,
             Depth::Medium => 4,
             Depth::Extended => 8,
+        }
+    }
+}
+
+/// The `mode` setting: a route, or `auto` for the coordinator's choice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModeSetting {
+    #[default]
+    Auto,
+    Simple,
+    Web,
+    Deep,
+}
+
+impl ModeSetting {
+    /// The route asked for, if not left to the coordinator.
+    pub fn forced(self) -> Option<Mode> {
+        match self {
+            ModeSetting::Auto => None,
+            ModeSetting::Simple => Some(Mode::Simple),
+            ModeSetting::Web => Some(Mode::Web),
+            ModeSetting::Deep => Some(Mode::Deep),
+        }
+    }
+}
+
+/// How a question is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A few cited sentences from the best local passages: no plan, no gate, nothing leaves
+    /// the machine.
+    Simple,
+    /// A one-step plan at light depth with a short deadline.
+    Web,
+    /// A full plan, the gate, research and a sectioned report.
+    Deep,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Simple => "simple",
+            Mode::Web => "web",
+            Mode::Deep => "deep",
         }
     }
 }

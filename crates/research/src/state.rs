@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::events::ParsedRef;
 use crate::planner::Plan;
 use crate::report::Report;
+use crate::route::Route;
 use crate::settings::Settings;
 use fathom_corpus::SearchHit;
 use fathom_evidence::{Span, Verdict};
@@ -87,6 +88,12 @@ pub struct ResearchState {
     pub research_id: String,
     pub query: String,
     pub settings: Option<Settings>,
+    /// How the question is answered (simple, web or deep) and why; set by `route_query`.
+    #[serde(default)]
+    pub route: Option<Route>,
+    /// What the first look at the local corpus found, before planning.
+    #[serde(default)]
+    pub background: Vec<SearchHit>,
     pub status: SessionStatus,
     pub round: u32,
     pub plan: Option<Plan>,
@@ -126,6 +133,8 @@ impl ResearchState {
             "round": self.round,
             "plan": self.plan,
             "settings": self.settings,
+            "mode": self.route.as_ref().map(|r| r.mode),
+            "route": self.route,
             "sources": self.sources,
             "artifacts": self.artifacts,
             "report_markdown": self.report_markdown,

@@ -47,7 +47,7 @@ async fn light_run_completed(research: &Research) -> fathom_engine::store::RunRe
     let run = research
         .start(
             "What did the survey measure?",
-            Some(json!({"require_approval": false, "depth": "light"})),
+            Some(json!({"mode": "deep", "require_approval": false, "depth": "light"})),
         )
         .await
         .unwrap();
@@ -93,6 +93,7 @@ async fn service(
                 )
                 .unwrap(),
             ),
+            local: None,
             fetcher: Arc::new(WebFetcher::new(fetcher, None)),
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
@@ -112,7 +113,7 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
     let run = research
         .start(
             "What did the survey measure?",
-            Some(json!({"max_parallel_researchers": 2, "depth": "medium"})),
+            Some(json!({"mode": "deep", "max_parallel_researchers": 2, "depth": "medium"})),
         )
         .await
         .unwrap();
@@ -129,6 +130,17 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
     );
     assert_eq!(asked[0].body["response_format"]["type"], "json_schema");
     let events = store.events_after(&run.id, -1, 1000).await.unwrap();
+    // First the coordinator: the question, and the route the setting asked for.
+    assert_eq!(
+        events[0].envelope.value["current_agent_name"],
+        "coordinator"
+    );
+    assert_eq!(events[2].envelope.value["tool_name"], "route_query");
+    assert_eq!(
+        events[2].envelope.value["tool_output"]["raw_output"]["mode"],
+        "deep"
+    );
+    let events = &events[3..];
     let types: Vec<&str> = events
         .iter()
         .map(|e| e.envelope.event_type.as_str())
@@ -318,8 +330,10 @@ async fn near_the_token_budget_research_stops_and_the_report_says_so() {
     let run = research
         .start(
             "What did the survey measure?",
-            Some(json!({"require_approval": false, "token_budget": 1000,
-                        "max_parallel_researchers": 2})),
+            Some(
+                json!({"mode": "deep", "require_approval": false, "token_budget": 1000,
+                        "max_parallel_researchers": 2}),
+            ),
         )
         .await
         .unwrap();
@@ -373,7 +387,7 @@ async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
     let run = research
         .start(
             "What did the survey measure?",
-            Some(json!({"require_approval": false})),
+            Some(json!({"mode": "deep", "require_approval": false})),
         )
         .await
         .unwrap();
@@ -404,7 +418,10 @@ async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
     .await;
     let (research, store, _db) = service(&web, &prose).await;
     let run = research
-        .start("How does ownership work in Rust?", None)
+        .start(
+            "How does ownership work in Rust?",
+            Some(json!({"mode": "deep"})),
+        )
         .await
         .unwrap();
     let status = drive(&research, &run.id).await;
@@ -425,7 +442,10 @@ async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
     let events = store.events_after(&run.id, -1, 100).await.unwrap();
     let plan = events
         .iter()
-        .find(|e| e.envelope.event_type == "ToolCallResult")
+        .find(|e| {
+            e.envelope.event_type == "ToolCallResult"
+                && e.envelope.value["tool_name"] == "decompose_query"
+        })
         .unwrap();
     let text = plan.envelope.value["tool_output"]["blocks"][0]["text"]
         .as_str()
@@ -460,8 +480,10 @@ async fn near_the_deadline_research_stops_and_the_report_says_so() {
     let run = research
         .start(
             "What did the survey measure?",
-            Some(json!({"require_approval": false, "timeout_seconds": 10,
-                        "max_parallel_researchers": 3})),
+            Some(
+                json!({"mode": "deep", "require_approval": false, "timeout_seconds": 10,
+                        "max_parallel_researchers": 3}),
+            ),
         )
         .await
         .unwrap();
@@ -515,7 +537,10 @@ async fn model_text_reaches_the_stream_while_the_model_is_still_answering() {
     .await;
     let (research, store, _db) = service(&web, &llm).await;
     let run = research
-        .start("What did the survey measure?", None)
+        .start(
+            "What did the survey measure?",
+            Some(json!({"mode": "deep"})),
+        )
         .await
         .unwrap();
     let engine = research.engine.clone();
@@ -725,7 +750,7 @@ async fn a_looping_silent_overflowing_model_meets_bounded_retries_and_the_run_co
         .start(
             "What did the survey measure?",
             Some(
-                json!({"require_approval": false, "depth": "light", "max_parallel_researchers": 1}),
+                json!({"mode": "deep", "require_approval": false, "depth": "light", "max_parallel_researchers": 1}),
             ),
         )
         .await

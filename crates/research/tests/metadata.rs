@@ -27,6 +27,7 @@ async fn metadata_returns_the_collection_and_the_resolved_settings_schema() {
         config: config.clone(),
         tools: fathom_research::tools::Tools {
             search: corpus.clone(),
+            local: Some(corpus.clone()),
             fetcher: corpus,
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),

@@ -235,6 +235,7 @@ async fn deep_research_over_the_web() {
             search: Arc::new(search(SearchApi::Searxng {
                 base_url: format!("http://{}/searxng", f.origin),
             })),
+            local: None,
             fetcher: Arc::new(WebFetcher::new(fetcher, None)),
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),

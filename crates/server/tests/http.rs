@@ -85,6 +85,7 @@ async fn server_with(opts: Opts) -> Server {
         config: fathom_testkit::research_config(),
         tools: fathom_research::tools::Tools {
             search: corpus.clone(),
+            local: Some(corpus.clone()),
             fetcher: corpus,
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
@@ -598,6 +599,8 @@ async fn metadata_schemas_and_graph() {
     assert_eq!(
         steps,
         [
+            "route_query",
+            "investigate_background",
             "draft_plan",
             "await_approval",
             "run_web_research",
@@ -607,6 +610,10 @@ async fn metadata_schemas_and_graph() {
         ]
     );
     let edges = graph["graph"]["edges"].as_array().unwrap();
+    // A simple question skips the plan and the gate: the first look hands its sources on.
+    assert!(edges.contains(
+        &json!({"source": "investigate_background", "target": "SourcesFound", "label": null})
+    ));
     assert!(edges.contains(
         &json!({"source": "persist_session", "target": "ResearchResult", "label": null})
     ));

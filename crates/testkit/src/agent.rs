@@ -38,6 +38,9 @@ pub fn task_of(ask: &str) -> String {
 pub fn scripted_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + Sync {
     |body, _| {
         let sys = system_prompt(body);
+        if sys.starts_with("You route questions") {
+            return Reply::text(r#"{"mode": "deep", "reason": "it needs several sources"}"#);
+        }
         if sys.starts_with("You are the planner") {
             return Reply::Text(vec![
                 "{\"clarifying_questions\": [], \"queries\": [\"alpha\", \"beta\", ".into(),

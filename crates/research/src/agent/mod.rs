@@ -3,7 +3,8 @@
 //! step, and the writer. Every model call is one journaled call ([`turn`]): after a crash its
 //! answer is read back, never asked for again, and its stream events appear once.
 
-mod findings;
+pub mod coordinator;
+pub(crate) mod findings;
 pub mod planner;
 pub mod researcher;
 pub mod verifier;
@@ -103,6 +104,7 @@ impl std::fmt::Display for CallFailure {
 /// What a model call may cost in answer tokens, by role: enough for what each must say, and
 /// a bound on a model that would go on forever.
 pub mod output_tokens {
+    pub const ROUTE: u32 = 120;
     pub const PLAN: u32 = 700;
     pub const RESEARCH: u32 = 700;
     pub const REFLECT: u32 = 300;

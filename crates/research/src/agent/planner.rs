@@ -11,6 +11,8 @@ use fathom_llm::{ChatRequest, Message, ResponseFormat};
 use super::{Models, ask, output_tokens, schema_of};
 use crate::planner::Plan;
 use crate::state::RunCtx;
+use fathom_corpus::SearchHit;
+use fathom_evidence::cut;
 
 /// The plan as the model writes it.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -43,8 +45,21 @@ pub async fn plan(
     question: &str,
     feedback: &[String],
     answers: &[String],
+    background: &[SearchHit],
 ) -> Result<(Plan, Option<String>), StepError> {
     let mut prompt = format!("Question: {question}");
+    if !background.is_empty() {
+        // The first look at the local sources: their words make better queries and sections.
+        prompt.push_str("\nWhat a first look at the local sources found:");
+        for b in background {
+            prompt.push_str(&format!(
+                "\n- {} ({}): {}",
+                b.title,
+                b.heading,
+                cut(&b.snippet, 300)
+            ));
+        }
+    }
     for f in feedback {
         prompt.push_str(&format!("\nReviewer feedback on the previous plan: {f}"));
     }
@@ -85,6 +100,7 @@ pub async fn plan(
                 clarifying_questions: d.clarifying_questions,
                 queries: d.queries,
                 outline: d.outline,
+                background: background.to_vec(),
             }
             .cleaned()
         });
@@ -99,7 +115,7 @@ pub async fn plan(
             }
         }
     }
-    let fallback = crate::planner::decompose_query(question, feedback, answers);
+    let fallback = crate::planner::decompose_query(question, feedback, answers, background);
     Ok((
         fallback,
         Some(format!(

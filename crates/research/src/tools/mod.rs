@@ -23,6 +23,10 @@ use crate::events::{TextBlock, ToolCall, ToolCallResult, ToolOutput};
 #[async_trait]
 pub trait SearchProvider: Send + Sync + 'static {
     fn name(&self) -> &str;
+    /// Whether a search stays on this machine (the local corpus) rather than reaching the web.
+    fn is_local(&self) -> bool {
+        false
+    }
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String>;
 }
 
@@ -36,6 +40,9 @@ pub trait Fetcher: Send + Sync + 'static {
 impl SearchProvider for Corpus {
     fn name(&self) -> &str {
         "local corpus"
+    }
+    fn is_local(&self) -> bool {
+        true
     }
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String> {
         Corpus::search(self, query, limit)
@@ -56,6 +63,9 @@ impl Fetcher for Corpus {
 #[derive(Clone)]
 pub struct Tools {
     pub search: Arc<dyn SearchProvider>,
+    /// The local corpus, when there is one: searched before the gate (the background look and
+    /// simple answers), when nothing may reach the web.
+    pub local: Option<Arc<dyn SearchProvider>>,
     pub fetcher: Arc<dyn Fetcher>,
     /// How fetched documents are read (PDFs in an isolated worker).
     pub parser: ContentParser,

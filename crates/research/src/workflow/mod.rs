@@ -1,5 +1,9 @@
-//! The `deep-research` workflow (`draft_plan` → `await_approval` → `run_web_research` →
-//! `fetch_parse_sources` → `synthesize_and_patch` → `persist_session`) and `research-metadata`.
+//! The `deep-research` workflow and `research-metadata`. A question is routed first
+//! (`route_query`), the local corpus looked at (`investigate_background`); a simple question
+//! is then answered from the best local documents (`fetch_parse_sources` →
+//! `synthesize_and_patch` → `persist_session`), any other planned and researched
+//! (`draft_plan` → `await_approval` → `run_web_research` → `fetch_parse_sources` →
+//! `synthesize_and_patch` → `persist_session`).
 //! Each step's signature is its place in the graph: the event it takes and what it returns.
 //!
 //! Phase A (`draft_plan`) has no handle on search or fetch: the tools that reach outside are
@@ -8,6 +12,7 @@
 mod claims;
 mod gather;
 mod plan;
+mod route;
 mod write;
 
 use std::sync::Arc;
@@ -25,6 +30,7 @@ use crate::tools::Tools;
 
 pub const DEEP_RESEARCH: &str = "deep-research";
 pub const RESEARCH_METADATA: &str = "research-metadata";
+const COORDINATOR: &str = "coordinator";
 const PLANNER: &str = "planner";
 const WRITER: &str = "writer";
 const RESEARCHER: &str = "researcher";
@@ -70,6 +76,12 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         })
+        .step_with("route_query", quick, with_deps(&deps, route::route_query))
+        .step_with(
+            "investigate_background",
+            quick,
+            with_deps(&deps, route::investigate_background),
+        )
         .step_with("draft_plan", quick, with_deps(&deps, plan::draft_plan))
         .step_with("draft_plan", quick, with_deps(&deps, plan::replan))
         .step_with(

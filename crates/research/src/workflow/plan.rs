@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use super::{PLANNER, RESEARCHER, ResearchDeps};
 use crate::events::*;
-use crate::planner::{Plan, decompose_query};
+use crate::planner::{Plan, decompose_query, one_step};
+use crate::settings::Mode;
 use crate::state::SessionStatus;
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
@@ -32,8 +33,11 @@ async fn plan_round(
         s.clone()
     });
     // With a model, the planner agent drafts the plan (it has no tools: phase A cannot reach
-    // the web); `decompose_query` then records it, as it records the built-in planner's.
+    // the web); `decompose_query` then records it, as it records the built-in planner's. A
+    // quick look (`web` mode) is planned in one step, by rule: the question is the query.
+    let quick = state.route.as_ref().is_some_and(|r| r.mode == Mode::Web);
     let drafted = match &deps.models {
+        Some(_) if quick => None,
         Some(models) => Some(
             crate::agent::planner::plan(
                 &ctx,
@@ -42,6 +46,7 @@ async fn plan_round(
                 &state.query,
                 &state.feedback,
                 &state.answers,
+                &state.background,
             )
             .await?,
         ),
@@ -50,10 +55,11 @@ async fn plan_round(
     let id = next_tool_id(&ctx, "decompose_query");
     let kwargs =
         json!({"query": state.query, "feedback": state.feedback, "answers": state.answers});
-    let (q, f, a) = (
+    let (q, f, a, b) = (
         state.query.clone(),
         state.feedback.clone(),
         state.answers.clone(),
+        state.background.clone(),
     );
     let note = drafted.as_ref().and_then(|(_, n)| n.clone());
     let plan = Invocation::new("decompose_query", id, kwargs)
@@ -62,7 +68,11 @@ async fn plan_round(
             || async move {
                 Ok(match drafted {
                     Some((plan, _)) => plan,
-                    None => decompose_query(&q, &f, &a),
+                    None if quick => Plan {
+                        background: b,
+                        ..one_step(&q)
+                    },
+                    None => decompose_query(&q, &f, &a, &b),
                 })
             },
             move |p: &Plan| match note {
@@ -86,27 +96,13 @@ async fn plan_round(
     Ok(PlanDrafted { round })
 }
 
+/// The first plan, once the question is routed to research and the local sources looked at.
 pub(super) async fn draft_plan(
     ctx: RunCtx,
     deps: Arc<ResearchDeps>,
-    ev: ResearchStart,
+    _ev: Investigated,
 ) -> Result<PlanDrafted, StepError> {
-    // Checked before the run was created; a stored start that no longer passes (the config
-    // changed) will not pass on a retry either.
-    let settings = deps
-        .config
-        .settings(ev.settings.as_ref())
-        .map_err(StepError::permanent)?;
-    let query = ev.query.split_whitespace().collect::<Vec<_>>().join(" ");
-    if query.is_empty() {
-        return Err(StepError::permanent("the question is empty"));
-    }
-    let run_id = ctx.run_id().to_string();
-    ctx.edit_state(|s| {
-        s.research_id = run_id;
-        s.query = query.clone();
-        s.settings = Some(settings);
-    });
+    let query = ctx.read_state(|s| s.query.clone());
     ctx.write_stream(&AgentInput {
         input: vec![ChatMessage::new("user", query)],
         current_agent_name: PLANNER.into(),
@@ -149,7 +145,11 @@ pub(super) async fn await_approval(
     }
     let plan = match decision.plan.map(Plan::cleaned) {
         Some(edited) => match edited.validate() {
-            Ok(()) => edited,
+            // What the local sources said stays with the plan, whatever the edit sent.
+            Ok(()) => Plan {
+                background: proposed.background.clone(),
+                ..edited
+            },
             // Validated when sent; an edit that slips through is sent back to planning.
             Err(e) => {
                 return Ok(Either::Right(Replan {

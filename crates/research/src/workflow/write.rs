@@ -11,13 +11,16 @@ use fathom_parse::ParsedDoc;
 
 use super::claims::check_sections;
 use super::{ResearchDeps, WRITER};
+use crate::agent::findings::{ReadDoc, from_passages};
 use crate::events::*;
 use crate::report::{Patch, Quote, Report};
-use crate::state::{ArtifactRef, SessionStatus};
+use crate::settings::Mode;
+use crate::state::{ArtifactRef, Gathered, SessionStatus};
 use crate::state::{ClaimRecord, Outcome};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
 use crate::writer::{draft_sections, drop_repeats, pack_patches};
+use fathom_evidence::best_passages;
 
 pub(super) async fn synthesize_and_patch(
     ctx: RunCtx,
@@ -45,7 +48,12 @@ pub(super) async fn synthesize_and_patch(
         );
     }
     let mut notes = Vec::new();
-    let mut sections = match (&deps.models, &state.gathered) {
+    let simple = state.route.as_ref().is_some_and(|r| r.mode == Mode::Simple);
+    // A simple answer with a model: its findings are the best sentences of the documents read
+    // for the question, and the writer answers from them as from a researcher's.
+    let direct = (simple && deps.models.is_some() && state.gathered.is_none())
+        .then(|| direct_findings(&plan.question, read, &docs));
+    let mut sections = match (&deps.models, state.gathered.as_ref().or(direct.as_ref())) {
         (Some(models), Some(gathered)) => {
             let (sections, removed) =
                 crate::agent::writer::draft(&ctx, models, &plan, gathered, per_section).await?;
@@ -95,6 +103,9 @@ pub(super) async fn synthesize_and_patch(
             }
         }
         repeats += left_out(&mut claims, drop_repeats(&mut sections));
+    }
+    if !simple {
+        summarize(&mut sections);
     }
     if repeats > 0 {
         notes.push(format!(
@@ -163,6 +174,46 @@ pub(super) async fn synthesize_and_patch(
     })?;
     deps.save_session(&ctx.state()).await?;
     Ok(ReportWritten {})
+}
+
+/// Sentences at most in the summary at the top.
+const SUMMARY_SENTENCES: usize = 3;
+/// The summary's section title.
+pub const SUMMARY: &str = "Summary";
+
+/// Puts a summary first: the opening sentence of each section (the writers put the one that
+/// best answers the section first), at most [`SUMMARY_SENTENCES`], when at least three
+/// sections have something to say (a shorter report is its own summary). Each keeps its citation; the sections keep
+/// their sentences, so the summary is a reader's way in, not the only place a fact stands.
+fn summarize(sections: &mut Vec<(String, Vec<Quote>)>) {
+    let openers: Vec<Quote> = sections
+        .iter()
+        .filter_map(|(_, q)| q.first().cloned())
+        .take(SUMMARY_SENTENCES)
+        .collect();
+    if openers.len() >= SUMMARY_SENTENCES {
+        sections.insert(0, (SUMMARY.to_string(), openers));
+    }
+}
+
+/// Findings for a simple answer: from each document read, its best sentences for the
+/// question (from the passages that match it best).
+fn direct_findings(question: &str, read: &[ParsedRef], docs: &[ParsedDoc]) -> Gathered {
+    let read_docs: Vec<ReadDoc> = read
+        .iter()
+        .zip(docs)
+        .map(|(r, d)| ReadDoc {
+            url: r.url.clone(),
+            title: r.title.clone(),
+            file_id: r.file_id.clone(),
+            passages: best_passages(d, question, 3, 600),
+        })
+        .collect();
+    Gathered {
+        findings: from_passages(&read_docs, 8),
+        read: read.to_vec(),
+        ..Default::default()
+    }
 }
 
 /// Marks the claims of sentences left out as repeats; returns how many went.

@@ -1,0 +1,192 @@
+//! Before planning: `route_query`, the coordinator, decides how the question is answered, and
+//! `investigate_background` takes a first look at the local corpus (never the web: nothing is
+//! approved yet). A simple question is answered from what that look found, without a plan or
+//! the gate; the others go on to `draft_plan` with the look's passages.
+
+use std::sync::Arc;
+
+use fathom_corpus::SearchHit;
+use fathom_engine::{Either, StepError};
+use serde_json::json;
+
+use super::{COORDINATOR, ResearchDeps};
+use crate::events::*;
+use crate::planner::Plan;
+use crate::route::{Route, RoutedBy, by_rules};
+use crate::settings::{Depth, Mode};
+use crate::state::{RunCtx, SessionStatus, SourceEntry, next_tool_id};
+use crate::tools::Invocation;
+
+/// Passages the first look keeps (for the planner, and shown with the plan).
+const BACKGROUND_HITS: usize = 5;
+/// Documents a simple answer reads.
+const SIMPLE_SOURCES: usize = 3;
+/// Sentences of a simple answer.
+const SIMPLE_SENTENCES: usize = 3;
+/// The `web` mode's deadline, at most.
+const WEB_TIMEOUT_SECONDS: u64 = 180;
+/// Documents the `web` mode reads, at most.
+const WEB_SOURCES: usize = 4;
+
+pub(super) async fn route_query(
+    ctx: RunCtx,
+    deps: Arc<ResearchDeps>,
+    ev: ResearchStart,
+) -> Result<QueryRouted, StepError> {
+    // Checked before the run was created; a stored start that no longer passes (the config
+    // changed) will not pass on a retry either.
+    let settings = deps
+        .config
+        .settings(ev.settings.as_ref())
+        .map_err(StepError::permanent)?;
+    let query = ev.query.split_whitespace().collect::<Vec<_>>().join(" ");
+    if query.is_empty() {
+        return Err(StepError::permanent("the question is empty"));
+    }
+    let run_id = ctx.run_id().to_string();
+    ctx.edit_state(|s| {
+        s.research_id = run_id;
+        s.query = query.clone();
+        s.settings = Some(settings.clone());
+    });
+    ctx.write_stream(&AgentInput {
+        input: vec![ChatMessage::new("user", query.clone())],
+        current_agent_name: COORDINATOR.into(),
+    })?;
+    let chosen = match (settings.mode.forced(), &deps.models) {
+        (Some(mode), _) => Route {
+            mode,
+            reason: "the mode setting asks for it".into(),
+            by: RoutedBy::Setting,
+        },
+        (None, Some(models)) => crate::agent::coordinator::route(&ctx, models, &query).await?,
+        (None, None) => {
+            let (mode, reason) = by_rules(&query);
+            Route {
+                mode,
+                reason,
+                by: RoutedBy::Rules,
+            }
+        }
+    };
+    let mode = record(&ctx, json!({"query": query, "mode": settings.mode}), chosen).await?;
+    ctx.edit_state(|s| {
+        if mode == Mode::Web
+            && let Some(x) = s.settings.as_mut()
+        {
+            // A quick look: one light step, a short deadline, a few sources.
+            x.depth = Depth::Light;
+            x.timeout_seconds = x.timeout_seconds.min(WEB_TIMEOUT_SECONDS);
+            x.max_sources = x.max_sources.min(WEB_SOURCES);
+        }
+    });
+    deps.save_session(&ctx.state()).await?;
+    Ok(QueryRouted { mode })
+}
+
+pub(super) async fn investigate_background(
+    ctx: RunCtx,
+    deps: Arc<ResearchDeps>,
+    ev: QueryRouted,
+) -> Result<Either<Investigated, SourcesFound>, StepError> {
+    let query = ctx.read_state(|s| s.query.clone());
+    let hits: Vec<SearchHit> = match &deps.tools.local {
+        Some(local) => {
+            let id = next_tool_id(&ctx, "search_local");
+            let kwargs = json!({"query": query, "max_results": BACKGROUND_HITS});
+            let (local, q) = (local.clone(), query.clone());
+            Invocation::new("search_local", id, kwargs)
+                .call(
+                    &ctx,
+                    || async move { local.search(&q, BACKGROUND_HITS).await },
+                    |hits: &Vec<SearchHit>| {
+                        let mut text = format!("{} passages in the local sources", hits.len());
+                        for h in hits {
+                            text.push_str(&format!(
+                                "\n- {} ({}): {}",
+                                h.title, h.heading, h.snippet
+                            ));
+                        }
+                        text
+                    },
+                    |hits| json!({ "hits": hits }),
+                )
+                .await?
+                // A local corpus that cannot be searched leaves the plan to the question alone.
+                .unwrap_or_default()
+        }
+        None => Vec::new(),
+    };
+    let mut mode = ev.mode;
+    if mode == Mode::Simple && hits.is_empty() {
+        // Nothing local to answer from: research instead, unless the person asked for a
+        // simple answer (then the answer says nothing local covers it).
+        let by_setting =
+            ctx.read_state(|s| s.route.as_ref().is_some_and(|r| r.by == RoutedBy::Setting));
+        if !by_setting {
+            mode = if deps.tools.search.is_local() {
+                Mode::Deep
+            } else {
+                Mode::Web
+            };
+            let route = Route {
+                mode,
+                reason: format!(
+                    "nothing in the local sources matched the question, so it is researched ({})",
+                    mode.as_str()
+                ),
+                by: RoutedBy::Rules,
+            };
+            record(&ctx, json!({"query": query, "mode": "auto"}), route).await?;
+        }
+    }
+    ctx.edit_state(|s| s.background = hits.clone());
+    if mode != Mode::Simple {
+        return Ok(Either::Left(Investigated { hits: hits.len() }));
+    }
+    // A direct answer: the question's own plan (one section), no gate, the best local
+    // documents read next.
+    let read: Vec<SearchHit> = hits.iter().fold(Vec::<SearchHit>::new(), |mut acc, h| {
+        if !acc.iter().any(|a| a.url == h.url) && acc.len() < SIMPLE_SOURCES {
+            acc.push(h.clone());
+        }
+        acc
+    });
+    ctx.edit_state(|s| {
+        s.plan = Some(Plan {
+            question: s.query.clone(),
+            queries: vec![s.query.clone()],
+            outline: vec![ANSWER.into()],
+            background: hits.clone(),
+            ..Default::default()
+        });
+        if let Some(x) = s.settings.as_mut() {
+            x.sentences_per_section = x.sentences_per_section.min(SIMPLE_SENTENCES);
+        }
+        s.status = SessionStatus::Running;
+        s.sources = read.iter().map(SourceEntry::found).collect();
+    });
+    deps.save_session(&ctx.state()).await?;
+    Ok(Either::Right(SourcesFound { hits: read }))
+}
+
+/// Puts the coordinator's choice on the stream (a `route_query` tool call, journaled) and in
+/// the state; returns the mode.
+async fn record(ctx: &RunCtx, kwargs: serde_json::Value, route: Route) -> Result<Mode, StepError> {
+    let id = next_tool_id(ctx, "route_query");
+    let route = Invocation::new("route_query", id, kwargs)
+        .call(
+            ctx,
+            || async move { Ok(route) },
+            |r: &Route| format!("Mode: {}, because {}", r.mode.as_str(), r.reason),
+            |r| json!({"mode": r.mode, "reason": r.reason, "by": r.by}),
+        )
+        .await?
+        .map_err(StepError::failed)?;
+    let mode = route.mode;
+    ctx.edit_state(|s| s.route = Some(route));
+    Ok(mode)
+}
+
+/// The one section of a simple answer.
+pub(super) const ANSWER: &str = "Answer";
