@@ -74,6 +74,15 @@ async fn service(
     web: &SearchAndPages,
     llm: &Server,
 ) -> (Research, Arc<fathom_store::SqlStore>, testing::TestDb) {
+    service_with_local(web, llm, None).await
+}
+
+/// As [`service`], with a local corpus beside the web search.
+async fn service_with_local(
+    web: &SearchAndPages,
+    llm: &Server,
+    local: Option<Arc<fathom_corpus::Corpus>>,
+) -> (Research, Arc<fathom_store::SqlStore>, testing::TestDb) {
     let db = testing::fresh(Dialect::Sqlite).await;
     let store = Arc::new(db.store.clone());
     let fetcher = SafeFetcher::new(FetchConfig {
@@ -93,8 +102,10 @@ async fn service(
                 )
                 .unwrap(),
             ),
-            local: None,
-            fetcher: Arc::new(WebFetcher::new(fetcher, None)),
+            local: local
+                .clone()
+                .map(|c| c as Arc<dyn fathom_research::tools::SearchProvider>),
+            fetcher: Arc::new(WebFetcher::new(fetcher, local)),
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
         },
@@ -900,5 +911,79 @@ async fn a_researcher_that_never_searches_has_the_question_searched_for_it() {
     assert!(
         title.starts_with("All about What did the survey measure"),
         "{title}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_coordinator_model_sends_a_simple_question_to_a_direct_answer_from_local_sources() {
+    use fathom_testkit::llm::Reply;
+    let web = SearchAndPages::start().await;
+    let scripted = scripted_agent();
+    let llm = Server::start(move |body, n| {
+        if system(body).starts_with("You route questions") {
+            return Reply::text(r#"{"mode": "simple", "reason": "one fact from one page"}"#);
+        }
+        scripted(body, n)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("survey.md"),
+        "# The survey\n\nThe survey measured 42 units in 2024. A second paragraph about beta \
+         keeps the page long enough to be an article. The survey was run by volunteers.\n",
+    )
+    .unwrap();
+    let corpus = Arc::new(
+        fathom_corpus::Corpus::open(dir.path(), &dir.path().join(".index"))
+            .await
+            .unwrap(),
+    );
+    corpus.refresh(&|_, _| {}).await.unwrap();
+    let (research, store, _db) = service_with_local(&web, &llm, Some(corpus)).await;
+    // Approval is required by default: a simple answer has no plan to approve.
+    let run = research
+        .start("What did the survey measure?", None)
+        .await
+        .unwrap();
+    assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
+
+    assert_eq!(
+        web.searches.load(Ordering::SeqCst),
+        0,
+        "nothing left the machine"
+    );
+    assert_eq!(web.pages.load(Ordering::SeqCst), 0);
+    let asked = llm.requests();
+    let roles: Vec<String> = asked
+        .iter()
+        .map(|r| system(&r.body).split('.').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "You route questions for a research assistant",
+            "You write one section of a research report"
+        ],
+        "a route and one section, no planner and no researcher"
+    );
+    assert!(
+        last(&asked[1].body)["content"]
+            .as_str()
+            .unwrap()
+            .contains("Section to write: Answer")
+    );
+    let state = store.get_run(&run.id).await.unwrap().unwrap().state;
+    assert_eq!(state["route"]["mode"], "simple");
+    assert_eq!(state["route"]["by"], "model");
+    assert_eq!(state["route"]["reason"], "one fact from one page");
+    let report = state["report_markdown"].as_str().unwrap();
+    assert!(report.contains("## Answer"), "{report}");
+    assert!(
+        report.contains("The survey measured 42 units in 2024"),
+        "{report}"
+    );
+    assert!(
+        report.contains("survey.md"),
+        "cites the local page: {report}"
     );
 }
