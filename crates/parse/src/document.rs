@@ -79,6 +79,10 @@ pub struct ParsedDoc {
     /// Pages in the document (PDF only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages: Option<u32>,
+    /// Parts of the source that could not be read, in words a person can act on (the text
+    /// that could be read is kept). Empty when all was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
 }
 
 impl ParsedDoc {
@@ -98,6 +102,7 @@ impl ParsedDoc {
             canonical_url: None,
             site_name: None,
             pages: None,
+            unread: Vec::new(),
         }
     }
 }
@@ -113,7 +118,7 @@ pub enum ParseError {
     #[error("unreadable HTML: {0}")]
     Html(String),
     #[error("unreadable DOCX: {0}")]
-    Docx(String),
+    Docx(#[from] crate::docx::DocxError),
     /// Why the PDF worker read nothing; the message names the PDF.
     #[error("{0}")]
     Pdf(String),
@@ -198,7 +203,7 @@ fn plausible_text(text: &str) -> bool {
 }
 
 /// Parses a document: HTML through a Readability port (main content only, as Markdown),
-/// Markdown and text directly.
+/// Markdown and text directly, DOCX through [`crate::docx`].
 pub fn parse_content(url: &str, kind: DocKind, bytes: &[u8]) -> Result<ParsedDoc, ParseError> {
     parse_content_as(url, kind, bytes, None)
 }
@@ -210,11 +215,12 @@ pub fn parse_content_as(
     bytes: &[u8],
     charset: Option<&str>,
 ) -> Result<ParsedDoc, ParseError> {
+    let mut unread = Vec::new();
     let (docx_title, text) = match kind {
         DocKind::Docx => {
-            let (title, markdown) =
-                crate::docx::docx_to_markdown(bytes).map_err(ParseError::Docx)?;
-            (title, markdown)
+            let docx = crate::docx::docx_to_markdown(bytes)?;
+            unread = docx.unread;
+            (docx.title, docx.markdown)
         }
         // Only in the isolated worker: see [`ContentParser`].
         DocKind::Pdf => return Err(ParseError::PdfUnavailable),
@@ -249,6 +255,7 @@ pub fn parse_content_as(
     doc.published = meta.published;
     doc.canonical_url = meta.canonical_url;
     doc.site_name = meta.site_name;
+    doc.unread = unread;
     Ok(doc)
 }
 
