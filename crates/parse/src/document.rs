@@ -79,10 +79,32 @@ pub struct ParsedDoc {
     /// Pages in the document (PDF only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages: Option<u32>,
+    /// How the text was taken from the page, and why (HTML only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extraction: Option<Extraction>,
     /// Parts of the source that could not be read, in words a person can act on (the text
     /// that could be read is kept). Empty when all was read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unread: Vec<String>,
+}
+
+/// Which extraction of a page's text a document holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtractionMethod {
+    /// The main content, as a Readability port finds it (navigation and the like left out).
+    MainContent,
+    /// The whole page less its navigation, scripts, forms and the like: used when the main
+    /// content extraction kept too little of the page.
+    FullPage,
+}
+
+/// The extraction a page was read with, with the figures that decided it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extraction {
+    pub method: ExtractionMethod,
+    /// Why, for a person: e.g. "main content kept 40 of 900 words; used the full page".
+    pub reason: String,
 }
 
 impl ParsedDoc {
@@ -102,6 +124,7 @@ impl ParsedDoc {
             canonical_url: None,
             site_name: None,
             pages: None,
+            extraction: None,
             unread: Vec::new(),
         }
     }
@@ -202,8 +225,9 @@ fn plausible_text(text: &str) -> bool {
     good * 10 >= total * 7
 }
 
-/// Parses a document: HTML through a Readability port (main content only, as Markdown),
-/// Markdown and text directly, DOCX through [`crate::docx`].
+/// Parses a document: HTML through a Readability port (main content only, as Markdown, unless
+/// that keeps too little of the page: see [`Extraction`]), Markdown and text directly, DOCX
+/// through [`crate::docx`].
 pub fn parse_content(url: &str, kind: DocKind, bytes: &[u8]) -> Result<ParsedDoc, ParseError> {
     parse_content_as(url, kind, bytes, None)
 }
@@ -227,10 +251,12 @@ pub fn parse_content_as(
         _ => (None, decode_text(bytes, kind, charset)?),
     };
     let mut meta = HtmlMeta::default();
+    let mut extraction = None;
     let (title, blocks) = match kind {
         DocKind::Html => {
-            let (m, markdown) = html_to_markdown(url, &text)?;
+            let (m, markdown, how) = html_to_markdown(url, &text)?;
             meta = m;
+            extraction = Some(how);
             let (h1, blocks) = markdown_blocks(&markdown);
             (meta.title.take().or(h1), blocks)
         }
@@ -255,6 +281,7 @@ pub fn parse_content_as(
     doc.published = meta.published;
     doc.canonical_url = meta.canonical_url;
     doc.site_name = meta.site_name;
+    doc.extraction = extraction;
     doc.unread = unread;
     Ok(doc)
 }
@@ -295,7 +322,55 @@ struct HtmlMeta {
     site_name: Option<String>,
 }
 
-fn html_to_markdown(url: &str, html: &str) -> Result<(HtmlMeta, String), ParseError> {
+/// Page chrome left out of the full-page extraction: navigation, sidebars, forms and what the
+/// page hides. Headers and footers are left out too unless they sit in an `article` or `main`
+/// (where they hold the article's title, byline or notes).
+const PAGE_CHROME: &str = "nav, aside, form, button, select, dialog, iframe, canvas, svg, \
+    [hidden], [aria-hidden=true], [role=navigation], [role=banner], [role=contentinfo], \
+    [role=complementary], [role=search], [role=dialog]";
+/// A list with at least this share of its words in links is navigation, left out of the full
+/// page wherever it sits. At 4/5, a list whose links each come with a sentence of comment is
+/// kept.
+const LINK_LIST: (usize, usize) = (4, 5);
+/// Elements skipped, with their content, when the full page is written as Markdown.
+const SKIPPED_TAGS: [&str; 6] = ["script", "style", "meta", "head", "noscript", "template"];
+
+/// The main content is replaced by the full page when it holds under 2/5 of the page's prose
+/// words. Prose words are words outside links, so the link lists that chrome is made of count
+/// for nothing, and the full page is counted without its chrome ([`PAGE_CHROME`]). What is
+/// left beside an article is captions, a byline, a comment or two: on an article page the
+/// main content holds well over half of it. Under 40% means Readability picked one part of a
+/// page whose text is spread over several (an intro beside a data table, a page of many short
+/// sections) and dropped more than it kept.
+const MAIN_SHARE: (usize, usize) = (2, 5);
+/// Pages with fewer prose words than this keep the main content whatever its share: on a
+/// page that short, a few lines of leftovers (a date line, a caption, a cookie notice) would
+/// make the share swing without the main content having lost anything.
+const FULL_PAGE_MIN_WORDS: usize = 150;
+
+/// Whitespace-separated words of Markdown's text outside links and code blocks.
+fn prose_words(markdown: &str) -> usize {
+    use pulldown_cmark::{Event as Md, Options, Parser, Tag, TagEnd};
+    let (mut links, mut code, mut n) = (0usize, 0usize, 0usize);
+    for ev in Parser::new_ext(markdown, Options::ENABLE_TABLES) {
+        match ev {
+            Md::Start(Tag::Link { .. }) => links += 1,
+            Md::End(TagEnd::Link) => links = links.saturating_sub(1),
+            Md::Start(Tag::CodeBlock(_)) => code += 1,
+            Md::End(TagEnd::CodeBlock) => code = code.saturating_sub(1),
+            Md::Text(t) | Md::Code(t) if links == 0 && code == 0 => {
+                n += t.split_whitespace().count()
+            }
+            _ => {}
+        }
+    }
+    n
+}
+
+/// The page's metadata and text as Markdown: its main content, or the full page when the main
+/// content keeps too little of it (see [`MAIN_SHARE`]) or cannot be found; which one, and
+/// why, in the [`Extraction`].
+fn html_to_markdown(url: &str, html: &str) -> Result<(HtmlMeta, String, Extraction), ParseError> {
     let cfg = dom_smoothie::Config {
         text_mode: dom_smoothie::TextMode::Markdown,
         ..Default::default()
@@ -308,12 +383,49 @@ fn html_to_markdown(url: &str, html: &str) -> Result<(HtmlMeta, String), ParseEr
         .select(r#"link[rel="canonical"]"#)
         .attr("href")
         .map(|h| h.trim().to_string());
-    let article = reader
-        .parse()
-        .map_err(|e| ParseError::Html(e.to_string()))?;
-    let clean = |s: Option<&str>| {
-        s.map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
-            .filter(|t| !t.is_empty())
+    let full_page = {
+        let page = reader.doc.clone();
+        page.select(PAGE_CHROME).remove();
+        for node in page.select("header, footer").nodes() {
+            let in_article = node
+                .ancestors_it(None)
+                .any(|a| a.has_name("article") || a.has_name("main"));
+            if !in_article {
+                node.remove_from_parent();
+            }
+        }
+        // Lists that are mostly links are menus and link farms in a `div`.
+        for list in page.select("ul, ol").iter() {
+            let words = list.text().split_whitespace().count();
+            let linked = list.select("a").text().split_whitespace().count();
+            if linked * LINK_LIST.1 >= words * LINK_LIST.0 {
+                list.remove();
+            }
+        }
+        let body = page.select("body");
+        match body.nodes().first() {
+            Some(body) => body.md(Some(&SKIPPED_TAGS)).to_string(),
+            None => page.md(Some(&SKIPPED_TAGS)).to_string(),
+        }
+    };
+    let full_words = prose_words(&full_page);
+    let article = match reader.parse() {
+        Ok(article) => article,
+        Err(e) if full_words > 0 => {
+            let meta = HtmlMeta {
+                title: clean(Some(&reader.get_article_title())),
+                ..HtmlMeta::default()
+            };
+            let how = Extraction {
+                method: ExtractionMethod::FullPage,
+                reason: format!(
+                    "main content extraction failed ({e}); used the full page ({full_words} \
+                     words outside links)"
+                ),
+            };
+            return Ok((meta, full_page, how));
+        }
+        Err(e) => return Err(ParseError::Html(e.to_string())),
     };
     // Relative canonical links resolve against the page; only http(s) results are kept.
     let base = url::Url::parse(url).ok();
@@ -332,7 +444,33 @@ fn html_to_markdown(url: &str, html: &str) -> Result<(HtmlMeta, String), ParseEr
         canonical_url,
         site_name: clean(article.site_name.as_deref()),
     };
-    Ok((meta, article.text_content.to_string()))
+    let main = article.text_content.to_string();
+    let main_words = prose_words(&main);
+    let kept = format!("main content kept {main_words} of {full_words} words outside links");
+    let too_little = main_words * MAIN_SHARE.1 < full_words * MAIN_SHARE.0;
+    if too_little && full_words >= FULL_PAGE_MIN_WORDS {
+        let how = Extraction {
+            method: ExtractionMethod::FullPage,
+            reason: format!("{kept}; used the full page"),
+        };
+        Ok((meta, full_page, how))
+    } else {
+        let how = Extraction {
+            method: ExtractionMethod::MainContent,
+            reason: if too_little {
+                format!("{kept}; the page is too short to prefer the full page")
+            } else {
+                kept
+            },
+        };
+        Ok((meta, main, how))
+    }
+}
+
+/// Text with its whitespace runs made single spaces; None when nothing is left.
+fn clean(s: Option<&str>) -> Option<String> {
+    s.map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|t| !t.is_empty())
 }
 
 /// A PDF's pages as blocks that remember their page, for `#page=N` citations.

@@ -12,6 +12,6 @@ pub mod pdf;
 pub mod text;
 
 pub use document::{
-    ContentParser, DocKind, ParseError, ParsedDoc, decode_text, parse_content, parse_content_as,
-    pdf_to_doc,
+    ContentParser, DocKind, Extraction, ExtractionMethod, ParseError, ParsedDoc, decode_text,
+    parse_content, parse_content_as, pdf_to_doc,
 };
