@@ -7,6 +7,15 @@
 //!   negation and most of its content terms;
 //! - citation recall: claim sentences with a supporting citation, over claim sentences (every
 //!   sentence of the sections except the writer's fixed notes, [`WRITER_NOTES`]).
+//!
+//! [`facts`] measures what the report says against a hand-written answer key: key-fact
+//! recall and whether the right page is cited.
+
+pub mod facts;
+
+pub use facts::{
+    FactCheck, FactTotals, KeyFactQuestion, KeyFactsError, check_key_facts, parse_key_facts,
+};
 
 use serde::Serialize;
 

@@ -208,3 +208,254 @@ fn the_offline_writers_quotes_are_all_supported() {
         report.render()
     );
 }
+
+// Key facts: what a report states of a hand-written answer key, and whether a sentence that
+// states a key fact cites a right page.
+
+fn key_facts(pages: &[&str], facts: &[&[&str]]) -> KeyFactQuestion {
+    KeyFactQuestion {
+        question: "What is the difference between a list and a tuple?".into(),
+        pages: pages.iter().map(|p| p.to_string()).collect(),
+        facts: facts
+            .iter()
+            .map(|alts| alts.iter().map(|a| a.to_string()).collect())
+            .collect(),
+    }
+}
+
+const CORPUS: &str = "file:///home/u/pydoc/corpus";
+
+/// A report in the offline writer's shape: quoted sentences, each with its marker.
+fn list_and_tuple_report() -> Report {
+    Report {
+        title: "What is the difference between a list and a tuple? Tuples are immutable.".into(),
+        notice: Some("Lists are mutable.".into()),
+        sections: vec![
+            Section {
+                title: "Tuples are immutable".into(),
+                paragraphs: vec![
+                    // Both facts about tuples in one sentence; the page is the glossary.
+                    "Tuples are immutable, and usually contain a heterogeneous sequence of \
+                     elements. [1] Lists, on the other hand, are more like arrays in other \
+                     languages. [2]"
+                        .into(),
+                    // "mutable" and "lists" are here, but in two sentences.
+                    "Some objects are mutable. Others, such as lists, are not. [3]".into(),
+                ],
+            },
+            Section {
+                title: "Lists are homogeneous".into(),
+                paragraphs: vec!["_None of the sources read covered this section._".into()],
+            },
+        ],
+        sources: vec![
+            source(1, &format!("{CORPUS}/glossary.html"), None),
+            source(2, &format!("{CORPUS}/faq/design.html"), None),
+            source(3, &format!("{CORPUS}/tutorial/introduction.html"), None),
+        ],
+    }
+}
+
+#[test]
+fn a_fact_counts_when_one_sentence_holds_all_its_words() {
+    let report = list_and_tuple_report();
+    let q = key_facts(
+        &["tutorial/datastructures.html"],
+        &[
+            &["the tuples are immutable"],
+            // Its words stand in the report, split over two sentences: not stated.
+            &["lists are mutable"],
+            // Only in a section title (the report's title and notice hold further facts):
+            // titles are not sentences of the report.
+            &["lists homogeneous"],
+        ],
+    );
+    let c = check_key_facts(&report, &q);
+    assert_eq!(
+        c.found,
+        [
+            Some(
+                "Tuples are immutable, and usually contain a heterogeneous sequence of \
+                 elements. [1]"
+                    .to_string()
+            ),
+            None,
+            None
+        ]
+    );
+    assert_eq!((c.stated(), c.expected(), c.missed()), (1, 3, vec![1, 2]));
+    assert_eq!(c.recall(), 1.0 / 3.0);
+}
+
+#[test]
+fn alternatives_and_prefixes_state_a_fact() {
+    let report = list_and_tuple_report();
+    let q = key_facts(
+        &["faq/design.html"],
+        &[
+            // The first alternative is nowhere; the second is.
+            &["tuples records structs", "tuple* heterogeneous"],
+            // A prefix matches the words it begins, not a shorter one.
+            &["list* arrays languages"],
+            &["tuples immutab*"],
+            &["tuplesx* immutable"],
+            // Word order does not matter; case and punctuation do not either.
+            &["ARRAYS, on: lists!"],
+        ],
+    );
+    let c = check_key_facts(&report, &q);
+    let stated: Vec<bool> = c.found.iter().map(Option::is_some).collect();
+    assert_eq!(stated, [true, true, true, false, true]);
+}
+
+#[test]
+fn the_right_page_is_cited_by_a_sentence_stating_a_key_fact() {
+    let report = list_and_tuple_report();
+    let fact: &[&str] = &["tuples immutable heterogeneous"];
+    // The sentence stating the fact cites the glossary.
+    assert!(check_key_facts(&report, &key_facts(&["glossary.html"], &[fact])).right_page);
+    // Any expected page will do.
+    assert!(
+        check_key_facts(
+            &report,
+            &key_facts(&["tutorial/datastructures.html", "glossary.html"], &[fact])
+        )
+        .right_page
+    );
+    // The design FAQ is cited, but by a sentence stating no key fact.
+    let c = check_key_facts(&report, &key_facts(&["faq/design.html"], &[fact]));
+    assert_eq!((c.stated(), c.right_page), (1, false));
+    // With a fact that sentence states, it counts.
+    let c = check_key_facts(
+        &report,
+        &key_facts(&["faq/design.html"], &[fact, &["lists arrays"]]),
+    );
+    assert_eq!((c.stated(), c.right_page), (2, true));
+    // A page of the same name in another folder is another page.
+    assert!(!check_key_facts(&report, &key_facts(&["faq/glossary.html"], &[fact])).right_page);
+    // No fact stated, no right page.
+    let c = check_key_facts(
+        &report,
+        &key_facts(&["glossary.html"], &[&["dictionary keys"]]),
+    );
+    assert_eq!((c.stated(), c.right_page), (0, false));
+}
+
+#[test]
+fn a_page_of_a_pdf_is_its_document() {
+    let mut report = list_and_tuple_report();
+    report.sources[0] = source(1, &format!("{CORPUS}/guide.pdf#page=3"), Some(3));
+    let q = key_facts(&["guide.pdf"], &[&["tuples immutable"]]);
+    assert!(check_key_facts(&report, &q).right_page);
+}
+
+#[test]
+fn fact_totals_add_up_over_questions() {
+    let report = list_and_tuple_report();
+    let one = check_key_facts(
+        &report,
+        &key_facts(&["glossary.html"], &[&["tuples immutable"], &["dict"]]),
+    );
+    let other = check_key_facts(
+        &report,
+        &key_facts(
+            &["faq/design.html"],
+            &[&["tuples immutable"], &["lists arrays"]],
+        ),
+    );
+    let mut total = FactTotals::default();
+    total.add(&one);
+    total.add(&other);
+    total.add(&check_key_facts(
+        &Report::new("Q"),
+        &key_facts(&["x.html"], &[&["x"]]),
+    ));
+    assert_eq!(
+        total,
+        FactTotals {
+            questions: 3,
+            expected: 5,
+            stated: 3,
+            right_page: 2
+        }
+    );
+    assert_eq!(total.recall(), 0.6);
+}
+
+#[test]
+fn a_key_fact_set_is_read_with_its_bounds() {
+    let set = parse_key_facts(
+        r#"[{"question": " Why? ", "pages": ["a/b.html"], "facts": [["x y", "z*"], ["w"]]}]"#,
+    )
+    .unwrap();
+    assert_eq!(
+        set,
+        [KeyFactQuestion {
+            question: "Why?".into(),
+            pages: vec!["a/b.html".into()],
+            facts: vec![vec!["x y".into(), "z*".into()], vec!["w".into()]],
+        }]
+    );
+}
+
+#[test]
+fn a_malformed_key_fact_set_is_refused_naming_the_entry_and_field() {
+    let err = |text: &str| parse_key_facts(text).unwrap_err().to_string();
+    assert!(err("[{").starts_with("not valid JSON: "), "{}", err("[{"));
+    assert_eq!(
+        err(r#"{"question": "Q"}"#),
+        "expected a JSON array of questions"
+    );
+    assert_eq!(err("[]"), "has no question");
+    let ok = r#"{"question": "Q", "pages": ["p.html"], "facts": [["f"]]}"#;
+    assert_eq!(err(&format!("[{ok}, 3]")), "entry 2: expected an object");
+    assert_eq!(
+        err(&format!(
+            r#"[{ok}, {{"pages": ["p.html"], "facts": [["f"]]}}]"#
+        )),
+        "entry 2: field \"question\" is missing"
+    );
+    assert_eq!(
+        err(r#"[{"question": "Q", "page": ["p.html"], "facts": [["f"]]}]"#),
+        "entry 1: unknown field \"page\" (the fields are question, pages, facts)"
+    );
+    assert_eq!(
+        err(r#"[{"question": "Q", "pages": "p.html", "facts": [["f"]]}]"#),
+        "entry 1: field \"pages\" must be an array of 1 to 20 non-empty strings (question \"Q\")"
+    );
+    assert_eq!(
+        err(r#"[{"question": "Q", "pages": ["../p.html"], "facts": [["f"]]}]"#),
+        "entry 1: field \"pages\": \"../p.html\" must be a path relative to the corpus folder, \
+         without \"..\", \"\\\" or \"#\" (question \"Q\")"
+    );
+    assert_eq!(
+        err(r#"[{"question": "Q", "pages": ["p.html"], "facts": []}]"#),
+        "entry 1: field \"facts\" must be an array of 1 to 20 facts (question \"Q\")"
+    );
+    assert_eq!(
+        err(r#"[{"question": "Q", "pages": ["p.html"], "facts": [["f"], "g"]}]"#),
+        "entry 1: field \"facts[1]\" must be an array of 1 to 20 non-empty strings (question \"Q\")"
+    );
+    assert_eq!(
+        err(r#"[{"question": "Q", "pages": ["p.html"], "facts": [["f", "the of a"]]}]"#),
+        "entry 1: field \"facts[0]\": \"the of a\" has no content word (question \"Q\")"
+    );
+    let many = format!("[{}]", vec![ok; 1001].join(","));
+    assert_eq!(err(&many), "has more than 1000 questions");
+}
+
+#[test]
+fn the_python_documentation_set_is_well_formed() {
+    // tests/pydoc: every question's pages are files of its corpus, and it has the questions
+    // and facts its README says.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pydoc");
+    let set =
+        parse_key_facts(&std::fs::read_to_string(dir.join("questions.json")).unwrap()).unwrap();
+    assert!(set.len() >= 22, "{}", set.len());
+    for q in &set {
+        assert!((2..=4).contains(&q.facts.len()), "{q:?}");
+        for p in &q.pages {
+            assert!(dir.join("corpus").join(p).is_file(), "{p} of {q:?}");
+        }
+    }
+}
