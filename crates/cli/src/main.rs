@@ -57,7 +57,8 @@ enum Command {
         command: SessionsCommand,
     },
     /// Researches a set of questions and measures the reports' citations: fabricated rate
-    /// (must be 0), support, sources used, time and tokens.
+    /// (must be 0), support, sources used, time and tokens; with a key-fact set (.json), also
+    /// key-fact recall and whether the right page is cited.
     Eval(eval::EvalArgs),
     /// Fetches one URL safely and prints it as Markdown with its metadata.
     Fetch(fetch::FetchArgs),

@@ -430,4 +430,80 @@ async fn each_mode_answers_as_its_question_needs_and_says_why() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("mode") && err.contains("\"simple\""), "{err}");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eval_with_a_key_fact_set_reports_recall_and_the_right_page() {
+    let (env, _keep) = env(Dialect::Sqlite).await;
+    let c = env.corpus.to_str().unwrap();
+    let set = env.work.join("questions.json");
+    std::fs::write(
+        &set,
+        r#"[
+          {"question": "How does ownership work in Rust?", "pages": ["ownership.md"],
+           "facts": [["each value exactly one owner"], ["garbage collector pauses"]]},
+          {"question": "What does the borrow checker do?", "pages": ["borrowing.html"],
+           "facts": [["borrow checker enforces rules compile time"], ["no such words zyx"]]}
+        ]"#,
+    )
+    .unwrap();
+    let q = set.to_str().unwrap();
+    let out = ok(&env.run(&["eval", "--corpus", c, "--questions", q, "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let all = &v["overall"]["key_facts"];
+    assert_eq!(
+        (&all["questions"], &all["expected"]),
+        (&2.into(), &4.into()),
+        "{v}"
+    );
+    let rows = v["questions"].as_array().unwrap();
+    let stated: u64 = rows
+        .iter()
+        .map(|r| r["key_facts"]["stated"].as_u64().unwrap())
+        .sum();
+    assert_eq!(all["stated"].as_u64(), Some(stated));
+    assert!(stated <= 2, "two facts stand in no document: {v}");
+    for r in rows {
+        let facts = r["key_facts"]["facts"].as_array().unwrap();
+        assert_eq!(facts[1]["sentence"], serde_json::Value::Null, "{r}");
+        // A sentence is reported for what it states; pages are shown relative to the corpus.
+        if let Some(s) = facts[0]["sentence"].as_str() {
+            assert!(s.contains('['), "{s}");
+        }
+        for p in r["pages_cited"].as_array().unwrap() {
+            assert!(env.corpus.join(p.as_str().unwrap()).is_file(), "{r}");
+        }
+    }
+
+    // The text form ends with the key-fact line; a text file of questions has none.
+    let text = ok(&env.run(&["eval", "--corpus", c, "--questions", q]));
+    let last = text.trim().lines().last().unwrap();
+    assert!(
+        last.starts_with("key facts: ") && last.ends_with("/2 questions"),
+        "{text}"
+    );
+    let txt = env.work.join("questions.txt");
+    std::fs::write(&txt, "How does ownership work in Rust?\n").unwrap();
+    let text = ok(&env.run(&["eval", "--corpus", c, "--questions", txt.to_str().unwrap()]));
+    assert!(!text.contains("key facts"), "{text}");
+
+    // A malformed set: one line naming the entry and the field; a page not in the corpus.
+    std::fs::write(
+        &set,
+        r#"[{"question": "Q", "pages": ["ownership.md"], "facts": [["x"]]},
+            {"question": "R", "pages": ["ownership.md"]}]"#,
+    )
+    .unwrap();
+    fails_with(
+        &env.run(&["eval", "--corpus", c, "--questions", q]),
+        "entry 2: field \"facts\" is missing (question \"R\")",
+    );
+    std::fs::write(
+        &set,
+        r#"[{"question": "Q", "pages": ["ownership.html"], "facts": [["x"]]}]"#,
+    )
+    .unwrap();
+    fails_with(
+        &env.run(&["eval", "--corpus", c, "--questions", q]),
+        "entry 1 (question \"Q\"): page ownership.html is not a file of the corpus",
+    );
 }

@@ -3,8 +3,12 @@
 //! precision (cited sentences their cited document supports, claim by claim) and recall
 //! (claim sentences with a supporting citation), the sources used, time and tokens. Runs the
 //! agent when a model is configured, else the offline planner and extractive writer.
+//!
+//! With a key-fact set (`--questions` a `.json` file, see `fathom_research::eval::facts`),
+//! it also measures what each report says: key-fact recall (facts stated over facts
+//! expected) and whether a sentence stating a key fact cites one of the expected pages.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -13,7 +17,10 @@ use fathom_data::ArtifactStore;
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_parse::ParsedDoc;
 use fathom_research::ResearchState;
-use fathom_research::eval::{CitationCheck, check_citations};
+use fathom_research::eval::{
+    CitationCheck, FactCheck, FactTotals, KeyFactQuestion, check_citations, check_key_facts,
+    parse_key_facts,
+};
 use serde_json::{Value, json};
 
 use super::research::parse_settings;
@@ -24,7 +31,9 @@ pub struct EvalArgs {
     /// The corpus folder to research in.
     #[arg(long)]
     corpus: PathBuf,
-    /// A file of questions, one per line (blank lines and lines starting with # are skipped).
+    /// A file of questions, one per line (blank lines and lines starting with # are skipped),
+    /// or a key-fact set: a .json array of {"question", "pages", "facts"} (see
+    /// tests/pydoc/README.md), which adds key-fact recall and the right-page rate.
     #[arg(long)]
     questions: PathBuf,
     /// One setting for every run, e.g. --set max_sources=4 (repeatable).
@@ -45,17 +54,35 @@ struct Row {
     sources_read: usize,
     elapsed_ms: u128,
     tokens: u64,
+    /// The report's sources, as pages of the corpus where they are in it.
+    cited: Vec<String>,
+    facts: Option<FactCheck>,
 }
 
 pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.questions)
         .with_context(|| format!("cannot read {}", args.questions.display()))?;
-    let questions: Vec<String> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect();
+    let key_facts = if args
+        .questions
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
+        let set = parse_key_facts(&text)
+            .with_context(|| format!("{} is not a valid key-fact set", args.questions.display()))?;
+        check_pages(&set, &args.corpus)?;
+        Some(set)
+    } else {
+        None
+    };
+    let questions: Vec<String> = match &key_facts {
+        Some(set) => set.iter().map(|q| q.question.clone()).collect(),
+        None => text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect(),
+    };
     if questions.is_empty() {
         bail!("{} has no question", args.questions.display());
     }
@@ -81,8 +108,14 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let corpus = app.open_corpus(&args.corpus, true).await?;
     let engine = app.engine_config(format!("eval-{}", fathom_engine::new_id()));
     let research = app.research(store.clone(), corpus, engine)?;
+    // Sources in the corpus are shown as its pages (`tutorial/venv.html`).
+    let root = args
+        .corpus
+        .canonicalize()
+        .with_context(|| format!("cannot open {}", args.corpus.display()))?;
+    let root_url = format!("{}/", fathom_corpus::file_url(&root));
     let mut rows = Vec::new();
-    for q in &questions {
+    for (i, q) in questions.iter().enumerate() {
         let started = Instant::now();
         let run = research.start(q, Some(settings.clone())).await?;
         let status = research.engine.drive_run(&run.id).await?;
@@ -113,6 +146,15 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             sources_read: state.sources.iter().filter(|s| s.status == "read").count(),
             elapsed_ms,
             tokens: state.tokens_used,
+            cited: state
+                .report
+                .sources
+                .iter()
+                .map(|s| s.url.strip_prefix(&root_url).unwrap_or(&s.url).to_string())
+                .collect(),
+            facts: key_facts
+                .as_ref()
+                .map(|set| check_key_facts(&state.report, &set[i])),
         });
     }
     let mut total = CitationCheck::default();
@@ -122,31 +164,47 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let failed = rows.iter().filter(|r| r.ok.is_err()).count();
     let time: u128 = rows.iter().map(|r| r.elapsed_ms).sum();
     let tokens: u64 = rows.iter().map(|r| r.tokens).sum();
+    let mut fact_totals = FactTotals::default();
+    for f in rows.iter().filter_map(|r| r.facts.as_ref()) {
+        fact_totals.add(f);
+    }
     if args.json {
         let per: Vec<Value> = rows
             .iter()
-            .map(|r| {
-                json!({"question": r.question, "error": r.ok.as_ref().err(),
+            .enumerate()
+            .map(|(i, r)| {
+                let mut row = json!({"question": r.question, "error": r.ok.as_ref().err(),
                        "citations": r.check.markers, "fabricated": r.check.fabricated,
                        "fabricated_rate": r.check.fabricated_rate(),
                        "cited_sentences": r.check.cited_sentences, "supported": r.check.supported,
                        "claim_sentences": r.check.claim_sentences,
                        "precision": r.check.precision(), "recall": r.check.recall(),
                        "sources_cited": r.sources_cited,
-                       "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms, "tokens": r.tokens})
+                       "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms, "tokens": r.tokens});
+                if let (Some(f), Some(set)) = (&r.facts, &key_facts) {
+                    row["key_facts"] = fact_json(f, &set[i]);
+                    row["pages_cited"] = json!(r.cited);
+                }
+                row
             })
             .collect();
-        let out = json!({"mode": mode, "questions": per, "overall": {
+        let mut out = json!({"mode": mode, "questions": per, "overall": {
             "runs": rows.len(), "failed": failed, "citations": total.markers,
             "fabricated": total.fabricated, "fabricated_rate": total.fabricated_rate(),
             "cited_sentences": total.cited_sentences, "supported": total.supported,
             "claim_sentences": total.claim_sentences,
             "precision": total.precision(), "recall": total.recall(),
             "elapsed_ms": time, "tokens": tokens}});
+        if key_facts.is_some() {
+            out["overall"]["key_facts"] = json!({
+                "questions": fact_totals.questions, "expected": fact_totals.expected,
+                "stated": fact_totals.stated, "recall": fact_totals.recall(),
+                "right_page": fact_totals.right_page});
+        }
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("mode: {mode}");
-        for r in &rows {
+        for (i, r) in rows.iter().enumerate() {
             println!(
                 "{}\n  {}citations {}, fabricated {} ({:.1}%), {}, sources {} cited of {} read, {:.1} s, {} tokens",
                 r.question,
@@ -163,6 +221,9 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
                 r.elapsed_ms as f64 / 1000.0,
                 r.tokens
             );
+            if let (Some(f), Some(set)) = (&r.facts, &key_facts) {
+                println!("  {}", fact_line(f, &set[i], &r.cited));
+            }
         }
         println!(
             "overall: {} runs ({failed} failed), citations {}, fabricated {} ({:.1}%), {}, {:.1} s, {tokens} tokens",
@@ -173,6 +234,16 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             precision_recall(&total),
             time as f64 / 1000.0
         );
+        if key_facts.is_some() {
+            println!(
+                "key facts: {}/{} ({:.0}%), right page: {}/{} questions",
+                fact_totals.stated,
+                fact_totals.expected,
+                100.0 * fact_totals.recall(),
+                fact_totals.right_page,
+                fact_totals.questions
+            );
+        }
     }
     // A fabricated citation or a failed run fails the evaluation.
     Ok(if total.fabricated == 0 && failed == 0 {
@@ -194,4 +265,61 @@ fn precision_recall(c: &CitationCheck) -> String {
         c.claim_sentences,
         100.0 * c.recall()
     )
+}
+
+/// Every expected page must be a file of the corpus, or the right page could never be cited.
+fn check_pages(set: &[KeyFactQuestion], corpus: &Path) -> anyhow::Result<()> {
+    for (i, q) in set.iter().enumerate() {
+        if let Some(p) = q.pages.iter().find(|p| !corpus.join(p).is_file()) {
+            bail!(
+                "entry {} (question \"{}\"): page {p} is not a file of the corpus {}",
+                i + 1,
+                q.question,
+                corpus.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// "key facts 2/3 (67%), right page: yes; missed: [a | b]": the facts missed with their
+/// phrases, and the pages cited when none of the expected ones is.
+fn fact_line(f: &FactCheck, q: &KeyFactQuestion, cited: &[String]) -> String {
+    let mut line = format!(
+        "key facts {}/{} ({:.0}%), right page: {}",
+        f.stated(),
+        f.expected(),
+        100.0 * f.recall(),
+        if f.right_page { "yes" } else { "no" }
+    );
+    if !f.right_page {
+        line.push_str(&format!(
+            " (expected {}; cited {})",
+            q.pages.join(", "),
+            if cited.is_empty() {
+                "nothing".to_string()
+            } else {
+                cited.join(", ")
+            }
+        ));
+    }
+    let missed: Vec<String> = f
+        .missed()
+        .into_iter()
+        .map(|i| format!("[{}]", q.facts[i].join(" | ")))
+        .collect();
+    if !missed.is_empty() {
+        line.push_str(&format!("; missed: {}", missed.join(" ")));
+    }
+    line
+}
+
+fn fact_json(f: &FactCheck, q: &KeyFactQuestion) -> Value {
+    json!({
+        "expected": f.expected(), "stated": f.stated(), "recall": f.recall(),
+        "right_page": f.right_page, "pages": q.pages,
+        "facts": q.facts.iter().zip(&f.found)
+            .map(|(alts, found)| json!({"phrases": alts, "sentence": found}))
+            .collect::<Vec<_>>(),
+    })
 }
