@@ -430,6 +430,7 @@ async fn each_mode_answers_as_its_question_needs_and_says_why() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("mode") && err.contains("\"simple\""), "{err}");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eval_with_a_key_fact_set_reports_recall_and_the_right_page() {

@@ -4,7 +4,7 @@
 //! FTS5 file and refreshed incrementally (only files whose size, time or content changed are
 //! parsed again). It is the offline search provider and fetcher of the research tools.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -81,7 +81,16 @@ pub struct Corpus {
     index_path: PathBuf,
     pool: SqlitePool,
     parser: ContentParser,
+    /// Files that only gather what other files say (a printable all-in-one page), found after
+    /// each refresh: search leaves them out, so a passage is found on its most specific page.
+    aggregates: std::sync::RwLock<Option<HashSet<String>>>,
 }
+
+/// Share of a file's passages that must stand word for word in other files for it to be an
+/// aggregate of them...
+const AGGREGATE_SHARE: f64 = 0.5;
+/// ...and how many other files they must come from (a page quoted once by another is not).
+const AGGREGATE_SOURCES: usize = 3;
 
 impl std::fmt::Debug for Corpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -139,6 +148,7 @@ impl Corpus {
             index_path,
             pool,
             parser: ContentParser::default(),
+            aggregates: std::sync::RwLock::new(None),
         };
         corpus.migrate().await?;
         Ok(corpus)
@@ -261,6 +271,7 @@ impl Corpus {
                 .fetch_one(&self.pool)
                 .await
                 .map_err(ie)? as usize;
+        *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = None;
         report.elapsed_ms = started.elapsed().as_millis();
         if report.indexed == 0 {
             let detail = match report.skipped.first() {
@@ -342,13 +353,14 @@ impl Corpus {
         .fetch_all(&self.pool)
         .await
         .map_err(|e| index_err(&self.index_path, e))?;
+        let aggregates = self.aggregates().await?;
         let mut hits = Vec::new();
         let mut docs = HashSet::new();
         let mut passages = HashSet::new();
         for r in rows {
             let path: String = r.get(0);
             let hash: String = r.get(5);
-            if !passages.insert(hash) || !docs.insert(path.clone()) {
+            if aggregates.contains(&path) || !passages.insert(hash) || !docs.insert(path.clone()) {
                 continue;
             }
             hits.push(SearchHit {
@@ -363,6 +375,50 @@ impl Corpus {
             }
         }
         Ok(hits)
+    }
+
+    /// The files that are aggregates of others (see [`AGGREGATE_SHARE`]), computed once per
+    /// refresh from the passages' hashes.
+    async fn aggregates(&self) -> Result<HashSet<String>, CorpusError> {
+        if let Some(known) = self
+            .aggregates
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            return Ok(known.clone());
+        }
+        let rows: Vec<(String, String)> = sqlx::query_as("SELECT path, hash FROM passages")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| index_err(&self.index_path, e))?;
+        let mut homes: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for (path, hash) in &rows {
+            homes.entry(hash).or_default().insert(path);
+        }
+        let mut per_file: HashMap<&str, (usize, usize, HashSet<&str>)> = HashMap::new();
+        for (path, hash) in &rows {
+            let entry = per_file.entry(path).or_default();
+            entry.0 += 1;
+            let others: Vec<&str> = homes[hash.as_str()]
+                .iter()
+                .copied()
+                .filter(|p| *p != path)
+                .collect();
+            if !others.is_empty() {
+                entry.1 += 1;
+                entry.2.extend(others);
+            }
+        }
+        let found: HashSet<String> = per_file
+            .into_iter()
+            .filter(|(_, (total, shared, from))| {
+                *shared as f64 >= AGGREGATE_SHARE * *total as f64 && from.len() >= AGGREGATE_SOURCES
+            })
+            .map(|(path, _)| path.to_string())
+            .collect();
+        *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = Some(found.clone());
+        Ok(found)
     }
 
     /// Reads a document of this corpus by its `file://` URL.

@@ -543,6 +543,7 @@ mod tests {
                 heading: String::new(),
                 text: text.to_string(),
                 page: *page,
+                item: false,
             })
             .collect();
         ParsedDoc::new("https://x.test/doc", "Doc", DocKind::Text, blocks)

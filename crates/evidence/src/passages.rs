@@ -139,6 +139,7 @@ mod tests {
                 heading: String::new(),
                 text: t.to_string(),
                 page: None,
+                item: false,
             })
             .collect();
         ParsedDoc::new("file:///d.md", "D", fathom_parse::DocKind::Markdown, blocks)

@@ -137,6 +137,9 @@ pub struct Block {
     /// The page it is on (PDF), for citations that point at the page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<u32>,
+    /// An item of a list (a writer keeps a list's items together).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub item: bool,
 }
 
 /// The document title (first H1, if any) and its prose blocks. Code blocks, images and raw
@@ -156,13 +159,15 @@ pub fn markdown_blocks(markdown: &str) -> (Option<String>, Vec<Block>) {
     // The table row being read, and the heading a footnote definition interrupts.
     let mut row: Option<Vec<String>> = None;
     let mut before_notes: Option<String> = None;
-    let flush = |buf: &mut String, heading: &str, blocks: &mut Vec<Block>| {
+    let mut items = 0usize;
+    let flush = |buf: &mut String, heading: &str, blocks: &mut Vec<Block>, item: bool| {
         let text = buf.split_whitespace().collect::<Vec<_>>().join(" ");
         if !text.is_empty() {
             blocks.push(Block {
                 heading: heading.to_string(),
                 text,
                 page: None,
+                item,
             });
         }
         buf.clear();
@@ -175,7 +180,7 @@ pub fn markdown_blocks(markdown: &str) -> (Option<String>, Vec<Block>) {
                 skip_depth = skip_depth.saturating_sub(1)
             }
             _ if skip_depth > 0 => {}
-            Md::Start(Tag::Table(_)) => flush(&mut buf, &heading, &mut blocks),
+            Md::Start(Tag::Table(_)) => flush(&mut buf, &heading, &mut blocks, items > 0),
             Md::Start(Tag::TableHead | Tag::TableRow) => row = Some(Vec::new()),
             Md::Start(Tag::TableCell) => buf.clear(),
             Md::End(TagEnd::TableCell) => {
@@ -188,16 +193,16 @@ pub fn markdown_blocks(markdown: &str) -> (Option<String>, Vec<Block>) {
                 let cells = row.take().unwrap_or_default();
                 if cells.iter().any(|c| !c.is_empty()) {
                     buf = cells.join(" \\| ");
-                    flush(&mut buf, &heading, &mut blocks);
+                    flush(&mut buf, &heading, &mut blocks, items > 0);
                 }
             }
             Md::Start(Tag::FootnoteDefinition(label)) => {
-                flush(&mut buf, &heading, &mut blocks);
+                flush(&mut buf, &heading, &mut blocks, items > 0);
                 before_notes.get_or_insert_with(|| std::mem::replace(&mut heading, "Notes".into()));
                 buf.push_str(&escape_inline(&format!("[^{label}]: ")));
             }
             Md::End(TagEnd::FootnoteDefinition) => {
-                flush(&mut buf, &heading, &mut blocks);
+                flush(&mut buf, &heading, &mut blocks, items > 0);
                 if let Some(h) = before_notes.take() {
                     heading = h;
                 }
@@ -211,27 +216,40 @@ pub fn markdown_blocks(markdown: &str) -> (Option<String>, Vec<Block>) {
                 }
             }
             Md::Start(Tag::Heading { level, .. }) => {
-                flush(&mut buf, &heading, &mut blocks);
+                flush(&mut buf, &heading, &mut blocks, items > 0);
                 in_heading = Some(level);
                 heading_buf.clear();
             }
             Md::End(TagEnd::Heading(_)) => {
-                let h = heading_buf.split_whitespace().collect::<Vec<_>>().join(" ");
+                // Documentation generators end headings with a permalink sign.
+                let h = heading_buf
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .trim_end_matches(['¶', '#', '🔗'])
+                    .trim_end()
+                    .to_string();
                 if in_heading == Some(HeadingLevel::H1) && title.is_none() {
                     title = Some(h.clone());
                 }
                 heading = h;
                 in_heading = None;
             }
-            Md::Start(Tag::Paragraph | Tag::Item) => {
+            Md::Start(tag @ (Tag::Paragraph | Tag::Item)) => {
                 if text_depth > 0 {
-                    flush(&mut buf, &heading, &mut blocks);
+                    flush(&mut buf, &heading, &mut blocks, items > 0);
                 }
                 text_depth += 1;
+                if matches!(tag, Tag::Item) {
+                    items += 1;
+                }
             }
-            Md::End(TagEnd::Paragraph | TagEnd::Item) => {
+            Md::End(tag @ (TagEnd::Paragraph | TagEnd::Item)) => {
                 text_depth = text_depth.saturating_sub(1);
-                flush(&mut buf, &heading, &mut blocks);
+                flush(&mut buf, &heading, &mut blocks, items > 0);
+                if matches!(tag, TagEnd::Item) {
+                    items = items.saturating_sub(1);
+                }
             }
             Md::Text(t) => {
                 if in_heading.is_some() {
@@ -257,7 +275,7 @@ pub fn markdown_blocks(markdown: &str) -> (Option<String>, Vec<Block>) {
             _ => {}
         }
     }
-    flush(&mut buf, &heading, &mut blocks);
+    flush(&mut buf, &heading, &mut blocks, items > 0);
     (title, blocks)
 }
 
@@ -270,6 +288,7 @@ pub fn plain_blocks(text: &str) -> Vec<Block> {
             heading: String::new(),
             text: escape_inline(&p),
             page: None,
+            item: false,
         })
         .collect()
 }
@@ -314,11 +333,13 @@ mod tests {
                     heading: "Title".into(),
                     text: "Intro with `Vec<T>` and a link.".into(),
                     page: None,
+                    item: false,
                 },
                 Block {
                     heading: "Part".into(),
                     text: "item one".into(),
                     page: None,
+                    item: true,
                 },
             ]
         );

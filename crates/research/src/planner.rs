@@ -99,7 +99,7 @@ const MAX_QUERIES: usize = 8;
 
 /// The question's form, which decides the outline.
 #[derive(Debug, PartialEq)]
-enum Form {
+pub(crate) enum Form {
     Definition,
     Mechanism,
     Reasons,
@@ -107,7 +107,7 @@ enum Form {
     General,
 }
 
-fn form_of(question: &str) -> Form {
+pub(crate) fn form_of(question: &str) -> Form {
     let q = question.trim().trim_end_matches('?').to_lowercase();
     for sep in [" vs. ", " vs ", " versus "] {
         if let Some((a, b)) = q.split_once(sep) {

@@ -1,9 +1,14 @@
 //! The extractive writer: for each outline section it picks relevant, non-redundant sentences
-//! from the documents read (BM25 relevance to the question and the section, then maximal
-//! marginal relevance for diversity) and packs them into bounded report changes.
+//! from the documents read (BM25 relevance to the question, the section and the heading a
+//! sentence stands under, then maximal marginal relevance for diversity) and packs them into
+//! bounded report changes. Each section opens with the sentence that best answers it for the
+//! question's form (a definition for "what", a mechanism or rule for "how", a cause for
+//! "why", both sides for a comparison); a list a chosen item belongs to comes whole; sentences
+//! that only point elsewhere ("In Chapter 4 we ...") or are fragments are never quoted.
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::planner::{Form, form_of};
 use crate::report::{Patch, Quote, Report, ReportError};
 use fathom_parse::ParsedDoc;
 use fathom_parse::text::{sentences, terms};
@@ -49,6 +54,99 @@ const CUES: &[(&str, &[&str])] = &[
 /// Words that make a sentence point at something the report cannot show.
 const DANGLING: &[&str] = &["listing", "following", "below", "above", "figure", "shown"];
 
+/// Phrases of a sentence that only points at another part of its book, never quoted.
+const ELSEWHERE: &[&str] = &[
+    "this chapter",
+    "next chapter",
+    "previous chapter",
+    "later chapter",
+    "next section",
+    "previous section",
+    "this section",
+    "the rest of the book",
+    "this tutorial",
+];
+
+/// The voice of a guide talking to its reader, not a statement about the subject.
+const NARRATION: &[&str] = &[
+    "we'll",
+    "we’ll",
+    "we will",
+    "let's",
+    "let’s",
+    "luckily",
+    "you'll",
+    "you’ll",
+    "we've",
+    "we’ve",
+    "as we saw",
+    "we saw",
+];
+
+/// Words of a question that say what kind of answer it wants rather than what about: the
+/// cues of the section titles carry them, and as search terms they pull in any sentence
+/// that says "difference" or "work".
+const FORM_WORDS: &[&str] = &[
+    "differ",
+    "difference",
+    "compar",
+    "work",
+    "use",
+    "mean",
+    "explain",
+    "exampl",
+];
+
+/// Signs of a sentence that answers a question of each form.
+const DEFINES: &[&str] = &[
+    " is a ",
+    " is an ",
+    " is the ",
+    " are a ",
+    " are ",
+    " refers to ",
+    " means ",
+    " is called ",
+    " is used to ",
+    " are used to ",
+    " is one ",
+    " represents ",
+];
+const MECHANISM: &[&str] = &[
+    " must ",
+    " when ",
+    " by ",
+    " each ",
+    " only ",
+    " always ",
+    " never ",
+    " rule",
+    " uses ",
+    " can ",
+    " cannot ",
+    " returns ",
+    " use ",
+];
+const CAUSE: &[&str] = &[
+    " because ",
+    " so that ",
+    " since ",
+    " reason",
+    " advantage",
+    " allows ",
+    " avoid",
+    " prevent",
+    " benefit",
+    " ensure",
+];
+
+/// Items at most taken as one list.
+const MAX_LIST: usize = 8;
+/// A list item is a short block: at most this many characters.
+const LIST_ITEM_CHARS: usize = 160;
+/// Share of the best question relevance a sentence needs to be quoted at all: below it, a
+/// section says less rather than padding itself with sentences that merely share a word.
+const MIN_SHARE: f64 = 0.2;
 struct Candidate {
     text: String,
     doc: usize,
@@ -59,21 +157,98 @@ struct Candidate {
     tf: BTreeMap<String, f64>,
     norm: f64,
     dangling: bool,
+    /// Terms of the heading the sentence stands under.
+    heading_terms: Vec<String>,
+    /// The text in lower case, padded with spaces, for phrase tests.
+    lower: String,
+    narration: bool,
+    /// The list it is an item of (an index shared by its items), if any.
+    list: Option<usize>,
 }
 
+fn alpha_words(s: &str) -> usize {
+    s.split_whitespace()
+        .filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2)
+        .count()
+}
+
+/// Whether a sentence reads as a statement on its own: a full sentence of a sensible length,
+/// not a question (a FAQ's heading), not a lead-in to something left out (ending in ":"), not
+/// a fragment cut where a code block stood, not a pointer to another chapter.
 fn quotable(s: &str) -> bool {
     let n = s.chars().count();
-    let alpha_words = s
-        .split_whitespace()
-        .filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2)
-        .count();
     (MIN_CHARS..=MAX_CHARS).contains(&n)
-        && alpha_words >= 6
-        && !s.ends_with(':')
-        && s.chars()
-            .next()
-            .is_some_and(|c| c.is_uppercase() || c == '`')
+        && alpha_words(s) >= 6
+        && complete(s)
+        && starts_well(s)
         && s.chars().filter(|&c| c == '`').count() % 2 == 0
+        && !elsewhere(s)
+}
+
+fn starts_well(s: &str) -> bool {
+    s.chars()
+        .next()
+        .is_some_and(|c| c.is_uppercase() || c == '`')
+}
+
+/// Ends as a statement does: a full stop or an exclamation, perhaps inside a quote or
+/// bracket.
+fn complete(s: &str) -> bool {
+    let end = s.trim_end_matches(['"', '\'', '’', '”', ')', '*', '_']);
+    end.ends_with('.') || end.ends_with('!')
+}
+
+/// A sentence that points at another part of its book ("In Chapter 4 we ...").
+fn elsewhere(s: &str) -> bool {
+    let lower = s.to_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    ELSEWHERE.iter().any(|p| lower.contains(p))
+        || words.windows(2).any(|w| {
+            (w[0] == "chapter" || w[0] == "section")
+                && w[1].starts_with(|c: char| c.is_ascii_digit())
+        })
+}
+
+/// A short line that names rather than says: a signature or a definition term.
+fn is_label(text: &str) -> bool {
+    let t = text.trim();
+    t.chars().count() <= 100 && !complete(t) && sentences(t).len() <= 1
+}
+
+/// A list item worth keeping with its list: a short block (one sentence) of at least three
+/// words.
+fn list_item(text: &str) -> bool {
+    text.chars().count() <= LIST_ITEM_CHARS
+        && sentences(text).len() <= 1
+        && alpha_words(text) >= 3
+        && starts_well(text)
+        && !elsewhere(text)
+}
+
+/// The lists of a document worth keeping whole: runs of two to [`MAX_LIST`] short items
+/// under one heading (a longer list, or one of long items, is prose: its items are quoted as
+/// sentences). Block index → list number.
+fn lists(doc: &ParsedDoc, next_id: &mut usize) -> HashMap<usize, usize> {
+    let mut out = HashMap::new();
+    let blocks = &doc.blocks;
+    let mut i = 0;
+    while i < blocks.len() {
+        let run: Vec<usize> = (i..blocks.len())
+            .take_while(|&j| blocks[j].item && blocks[j].heading == blocks[i].heading)
+            .collect();
+        if run.is_empty() {
+            i += 1;
+            continue;
+        }
+        if (2..=MAX_LIST).contains(&run.len()) && run.iter().all(|&j| list_item(&blocks[j].text)) {
+            for &j in &run {
+                out.insert(j, *next_id);
+            }
+            *next_id += 1;
+        }
+        i = run[run.len() - 1] + 1;
+    }
+    out
 }
 
 fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
@@ -92,24 +267,48 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
     }
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
+    let mut list_ids = 0;
     for (d, doc) in docs.iter().enumerate() {
-        for block in &doc.blocks {
+        let in_list = lists(doc, &mut list_ids);
+        for (b, block) in doc.blocks.iter().enumerate() {
+            let list = in_list.get(&b).copied();
+            let mut heading_terms = terms(&block.heading);
+            // A reference entry's name stands in a short label just before its text (a
+            // definition term, a signature): it is the entry's heading.
+            if let Some(prev) = b.checked_sub(1).map(|p| &doc.blocks[p])
+                && prev.heading == block.heading
+                && is_label(&prev.text)
+            {
+                heading_terms.extend(terms(&prev.text));
+            }
             for s in sentences(&block.text) {
                 let key = s.to_lowercase();
-                if !quotable(&s) || home.get(&key) != Some(&d) || !seen.insert(key) {
+                // A list's items are quoted as they stand (short, perhaps unpunctuated).
+                let fits = match list {
+                    Some(_) => s.chars().count() <= MAX_CHARS && !elsewhere(&s),
+                    None => quotable(&s),
+                };
+                if !fits || home.get(&key) != Some(&d) || !seen.insert(key) {
                     continue;
                 }
                 let terms = terms(&s);
                 if terms.is_empty() {
                     continue;
                 }
+                // An item without its full stop would run into the next sentence quoted.
+                let s = if list.is_some() && !complete(&s) {
+                    format!("{}.", s.trim_end_matches([';', ',', ':']))
+                } else {
+                    s
+                };
                 let mut tf = BTreeMap::new();
                 for t in &terms {
                     *tf.entry(t.clone()).or_insert(0.0) += 1.0;
                 }
                 let norm = tf.values().map(|v: &f64| v * v).sum::<f64>().sqrt();
-                let lower = s.to_lowercase();
+                let lower = format!(" {} ", s.to_lowercase());
                 let dangling = DANGLING.iter().any(|w| lower.contains(w));
+                let narration = NARRATION.iter().any(|w| lower.contains(w));
                 out.push(Candidate {
                     text: s,
                     doc: d,
@@ -118,6 +317,10 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
                     tf,
                     norm,
                     dangling,
+                    heading_terms: heading_terms.clone(),
+                    lower,
+                    narration,
+                    list,
                 });
             }
         }
@@ -147,6 +350,14 @@ impl Bm25 {
         Bm25 { idf, avg_len }
     }
 
+    /// The largest weight among `query`'s terms: what a match on the heading is worth.
+    fn max_idf(&self, query: &[String]) -> f64 {
+        query
+            .iter()
+            .filter_map(|q| self.idf.get(q).copied())
+            .fold(0.0, f64::max)
+    }
+
     fn score(&self, c: &Candidate, query: &[String]) -> f64 {
         let len = c.terms.len() as f64;
         query
@@ -174,8 +385,27 @@ fn unique(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
-/// Chooses up to `per_section` quotes for each outline section. Deterministic: the same
-/// documents in the same order give the same choice.
+/// How well a sentence answers a question of `form`: 1 for none of the signs, more for each.
+fn answers_form(c: &Candidate, form: &Form, sides: &[Vec<String>]) -> f64 {
+    let signs = |list: &[&str]| list.iter().filter(|p| c.lower.contains(*p)).count() as f64;
+    match form {
+        Form::Definition | Form::General => 1.0 + 0.5 * signs(DEFINES).min(1.0),
+        Form::Mechanism => 1.0 + 0.15 * signs(MECHANISM).min(3.0),
+        Form::Reasons => 1.0 + 0.5 * signs(CAUSE).min(1.0),
+        // A sentence that names both sides compares them.
+        Form::Comparison(..) => {
+            let named = sides
+                .iter()
+                .filter(|side| side.iter().any(|t| c.tf.contains_key(t)))
+                .count();
+            if named >= 2 { 1.6 } else { 1.0 }
+        }
+    }
+}
+
+/// Chooses up to `per_section` quotes for each outline section (a list a chosen item belongs
+/// to may add its other items). Deterministic: the same documents in the same order give the
+/// same choice.
 pub fn draft_sections(
     question: &str,
     outline: &[String],
@@ -184,7 +414,33 @@ pub fn draft_sections(
 ) -> Vec<(String, Vec<Quote>)> {
     let cands = candidates(docs);
     let bm25 = Bm25::new(&cands);
-    let q_terms = unique(terms(question));
+    let form = form_of(question);
+    let sides: Vec<Vec<String>> = match &form {
+        Form::Comparison(a, b) => vec![terms(a), terms(b)],
+        _ => Vec::new(),
+    };
+    let q_terms: Vec<String> = unique(terms(question))
+        .into_iter()
+        .filter(|t| !FORM_WORDS.iter().any(|f| t.starts_with(f)))
+        .collect();
+    // How much a sentence is about the question: its own words, and (less) the heading it
+    // stands under, which names what a terse reference entry is about.
+    let about: Vec<f64> = cands
+        .iter()
+        .map(|c| {
+            let own = bm25.score(c, &q_terms);
+            let shared = q_terms
+                .iter()
+                .filter(|t| c.heading_terms.contains(t))
+                .count();
+            let under = shared as f64 / q_terms.len().max(1) as f64;
+            if own <= 0.0 && under < 0.5 {
+                return 0.0;
+            }
+            own + under * bm25.max_idf(&q_terms)
+        })
+        .collect();
+    let floor = MIN_SHARE * about.iter().cloned().fold(0.0, f64::max);
     let mut used = vec![false; cands.len()];
     // Every sentence quoted so far, in any section: the report never says a thing twice.
     let mut quoted: Vec<usize> = Vec::new();
@@ -202,23 +458,57 @@ pub fn draft_sections(
             }
         }
         let cue_terms = unique(cue_terms);
+        // What this section is about: one side of a comparison when its title names one, else
+        // the question's subject.
+        let focus: Vec<String> = match sides
+            .iter()
+            .find(|side| side.iter().all(|t| title_terms.contains(t)) && sides.len() == 2)
+        {
+            Some(side)
+                if !sides
+                    .iter()
+                    .all(|s| s.iter().all(|t| title_terms.contains(t))) =>
+            {
+                side.clone()
+            }
+            _ => q_terms.clone(),
+        };
         let rel: Vec<f64> = cands
             .iter()
-            .map(|c| {
-                let on_topic = bm25.score(c, &q_terms);
-                if on_topic <= 0.0 {
+            .zip(&about)
+            .map(|(c, &on_topic)| {
+                if on_topic <= 0.0 || on_topic < floor {
                     return 0.0;
                 }
                 let r = on_topic + 0.5 * bm25.score(c, &cue_terms);
                 // Short exclamations and asides say little; full statements are preferred.
                 let fullness = (c.terms.len() as f64 / 8.0).min(1.0);
-                let r = r * fullness;
-                if c.dangling { r * 0.5 } else { r }
+                let mut r = r * fullness * answers_form(c, &form, &sides);
+                // A sentence whose subject is what the question (or, for one side of a
+                // comparison, the section) is about states something of it.
+                let opening: Vec<String> = terms(
+                    &c.text
+                        .split_whitespace()
+                        .take(3)
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                );
+                if opening.iter().any(|t| focus.contains(t)) {
+                    r *= 1.3;
+                }
+                if c.dangling {
+                    r *= 0.5;
+                }
+                if c.narration {
+                    r *= 0.6;
+                }
+                r
             })
             .collect();
         let max_rel = rel.iter().cloned().fold(0.0, f64::max);
         let mut chosen: Vec<usize> = Vec::new();
-        while chosen.len() < per_section && max_rel > 0.0 {
+        let mut picks = 0;
+        while picks < per_section && max_rel > 0.0 {
             let mut best: Option<(usize, f64)> = None;
             for (i, c) in cands.iter().enumerate() {
                 if used[i] || rel[i] <= 0.0 {
@@ -237,12 +527,32 @@ pub fn draft_sections(
                 }
             }
             let Some((i, _)) = best else { break };
-            used[i] = true;
-            chosen.push(i);
-            quoted.push(i);
+            picks += 1;
+            // A list comes whole, in its order: its items mean little apart.
+            let members: Vec<usize> = match cands[i].list {
+                Some(l) => (0..cands.len())
+                    .filter(|&j| cands[j].list == Some(l) && !used[j])
+                    .collect(),
+                None => vec![i],
+            };
+            for j in members {
+                used[j] = true;
+                chosen.push(j);
+                quoted.push(j);
+            }
         }
-        // Read in document order, so quotes from one source stay in its own sequence.
+        // The section opens with its best answer; the rest follow in document order, so
+        // quotes from one source (and a list's items) stay in their own sequence.
+        let lead = chosen
+            .iter()
+            .copied()
+            .filter(|&i| cands[i].list.is_none())
+            .max_by(|&a, &b| rel[a].total_cmp(&rel[b]).then(b.cmp(&a)));
         chosen.sort();
+        if let Some(lead) = lead {
+            chosen.retain(|&i| i != lead);
+            chosen.insert(0, lead);
+        }
         let quotes = chosen
             .into_iter()
             .map(|i| Quote {

@@ -73,6 +73,7 @@ pub fn text_doc(url: &str, paras: &[&str], words: usize) -> fathom_parse::Parsed
             heading: String::new(),
             text: p.to_string(),
             page: None,
+            item: false,
         })
         .collect();
     fathom_parse::ParsedDoc {

@@ -33,6 +33,29 @@ pub(crate) struct ParsedSummary {
     pub(crate) site_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pages: Option<u32>,
+    /// How the page's text was taken (main content, or the full page and why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) extraction: Option<fathom_parse::Extraction>,
+    /// Parts of the source that could not be read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) unread: Vec<String>,
+}
+
+impl ParsedSummary {
+    /// The `parse_content` result as a reader sees it: what was read, how, and what not.
+    pub(crate) fn to_text(&self) -> String {
+        let mut text = format!(
+            "Parsed \"{}\": {} words in {} blocks",
+            self.title, self.words, self.blocks
+        );
+        if let Some(x) = &self.extraction {
+            text.push_str(&format!(" ({})", x.reason));
+        }
+        for u in &self.unread {
+            text.push_str(&format!("\nNot read: {u}"));
+        }
+        text
+    }
 }
 
 /// `fetch_url`: the document's bytes, stored content-addressed; the bytes are handed back
@@ -110,6 +133,8 @@ impl Tools {
             canonical_url: doc.canonical_url.clone(),
             site_name: doc.site_name.clone(),
             pages: doc.pages,
+            extraction: doc.extraction.clone(),
+            unread: doc.unread.clone(),
         };
         Ok((summary, doc))
     }

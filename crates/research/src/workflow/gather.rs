@@ -167,12 +167,7 @@ pub(super) async fn fetch_parse_sources(
         .call(
             &ctx,
             || async move { tools.parse_raw(&raw).await.map(|(summary, _)| summary) },
-            |p: &ParsedSummary| {
-                format!(
-                    "Parsed \"{}\": {} words in {} blocks",
-                    p.title, p.words, p.blocks
-                )
-            },
+            ParsedSummary::to_text,
             |p| serde_json::to_value(p).unwrap_or(Value::Null),
         )
         .await?;
