@@ -331,6 +331,8 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
 struct Bm25 {
     idf: HashMap<String, f64>,
     avg_len: f64,
+    /// The weight of a term found in a fifth of the sentences: below it, a term is common.
+    common_idf: f64,
 }
 
 impl Bm25 {
@@ -347,7 +349,13 @@ impl Bm25 {
             .map(|(t, f)| (t, ((n - f + 0.5) / (f + 0.5) + 1.0).ln()))
             .collect();
         let avg_len = cands.iter().map(|c| c.terms.len()).sum::<usize>() as f64 / n;
-        Bm25 { idf, avg_len }
+        let f = n / 5.0;
+        let common_idf = ((n - f + 0.5) / (f + 0.5) + 1.0).ln();
+        Bm25 {
+            idf,
+            avg_len,
+            common_idf,
+        }
     }
 
     /// The largest weight among `query`'s terms: what a match on the heading is worth.
@@ -471,8 +479,20 @@ pub fn draft_sections(
             {
                 side.clone()
             }
-            _ => q_terms.clone(),
+            // A term in most sentences ("rust" in a book about Rust) names no subject.
+            _ => q_terms
+                .iter()
+                .filter(|t| bm25.idf.get(*t).is_some_and(|&idf| idf >= bm25.common_idf))
+                .cloned()
+                .collect(),
         };
+        // The section's own words, in the heading a sentence stands under: a sentence under
+        // "Ownership Rules" belongs in "Rules and constraints".
+        let title_only: Vec<String> = title_terms
+            .iter()
+            .filter(|t| !q_terms.contains(t))
+            .cloned()
+            .collect();
         let rel: Vec<f64> = cands
             .iter()
             .zip(&about)
@@ -480,9 +500,20 @@ pub fn draft_sections(
                 if on_topic <= 0.0 || on_topic < floor {
                     return 0.0;
                 }
-                let r = on_topic + 0.5 * bm25.score(c, &cue_terms);
+                let under_title = title_only
+                    .iter()
+                    .filter(|t| c.heading_terms.contains(t))
+                    .count()
+                    .min(1) as f64;
+                let r = on_topic
+                    + 0.5 * bm25.score(c, &cue_terms)
+                    + 0.5 * under_title * bm25.max_idf(&title_only);
                 // Short exclamations and asides say little; full statements are preferred.
-                let fullness = (c.terms.len() as f64 / 8.0).min(1.0);
+                // (A list's items are short by nature: the list is the statement.)
+                let fullness = match c.list {
+                    Some(_) => 1.0,
+                    None => (c.terms.len() as f64 / 8.0).min(1.0),
+                };
                 let mut r = r * fullness * answers_form(c, &form, &sides);
                 // A sentence whose subject is what the question (or, for one side of a
                 // comparison, the section) is about states something of it.
