@@ -2,7 +2,8 @@
 //!
 //! Serves the workflows API of the LlamaIndex workflows server (`llama-compat.md` §2-§6) at the
 //! root and under `/deployments/{name}`, the LlamaCloud Agent Data API (§9) at
-//! `/api/v1/beta/agent-data`, health routes, and an OpenAPI document at `/openapi.json`.
+//! `/api/v1/beta/agent-data`, health routes, an OpenAPI document at `/openapi.json`, and a
+//! web UI at `/` and `/deployments/{name}/ui/` (files under `ui/`, embedded).
 //! Everything goes through the engine and the store traits; this crate knows no SQL.
 //!
 //! Where Fathom departs from the Python server, on purpose:
@@ -20,6 +21,7 @@ mod error;
 mod extract;
 mod openapi;
 mod routes;
+mod ui;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,7 +106,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let api: Router<Arc<AppState>> = routes::workflows_api().into();
     let deployment_health: Router<Arc<AppState>> = routes::deployment_health().into();
     let deployment_path = format!("/deployments/{}", state.config.deployment.name);
-    let app = Router::new()
+    let api = Router::new()
         .merge(routes::root_health())
         .merge(api.clone())
         .nest(&deployment_path, api.merge(deployment_health))
@@ -114,7 +116,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_api_key,
-        ))
+        ));
+    // The UI's own files need no key: the page asks a person for it.
+    let app = ui::router(&state.config.deployment.name)
+        .merge(api)
         .layer(DefaultBodyLimit::max(state.config.body_limit))
         .layer(CatchPanicLayer::custom(routes::panic_response))
         .layer(cors(&state.config.cors_origins));

@@ -2,13 +2,15 @@
 //!
 //! Fresh test databases ([`db`]), a scripted OpenAI-compatible model server ([`llm`]) and the
 //! models' side of a research run ([`agent`]), a search API with its pages on loopback
-//! ([`web`]), and documents ([`fixtures`]): the sample corpus, parsed documents, PDFs.
+//! ([`web`]), documents ([`fixtures`]): the sample corpus, parsed documents, PDFs; and a
+//! WebDriver client for headless chromium ([`webdriver`]).
 
 pub mod agent;
 pub mod db;
 pub mod fixtures;
 pub mod llm;
 pub mod web;
+pub mod webdriver;
 
 /// The config file Fathom ships, as text.
 pub const CONFIG_JSON: &str = include_str!("../../../configs/config.json");

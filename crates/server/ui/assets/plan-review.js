@@ -1,0 +1,213 @@
+// The plan at the gate: its clarifying questions (answer them to re-plan), its search queries
+// and outline (edit, add, remove, reorder), and the decision: approve, or reject with feedback.
+// Fields of the plan this UI does not know are shown as they are.
+
+import { h, jsonText, plural, uid } from './dom.js';
+import { humanize } from './settings-form.js';
+
+const KNOWN = new Set(['question', 'clarifying_questions', 'queries', 'outline']);
+
+/** A read-only view of any JSON value: text, lists, key/value lists, or JSON. */
+export function valueView(value, depth = 0) {
+  if (value === null || value === undefined) return h('span', { class: 'muted' }, '—');
+  if (typeof value === 'string') return h('span', { class: 'prose' }, value);
+  if (typeof value !== 'object') return h('span', {}, String(value));
+  if (depth > 3) return h('pre', { class: 'json' }, jsonText(value));
+  if (Array.isArray(value)) {
+    if (!value.length) return h('span', { class: 'muted' }, 'none');
+    return h('ul', { class: 'plain-list' }, value.map((v) => h('li', {}, valueView(v, depth + 1))));
+  }
+  const entries = Object.entries(value);
+  if (!entries.length) return h('span', { class: 'muted' }, 'none');
+  return h('dl', { class: 'kv' }, entries.map(([k, v]) => [h('dt', {}, humanize(k)), h('dd', {}, valueView(v, depth + 1))]));
+}
+
+/** The plan's fields other than question, queries, outline and clarifying questions. */
+export function extraFields(plan) {
+  const extras = Object.entries(plan || {}).filter(([k]) => !KNOWN.has(k));
+  if (!extras.length) return null;
+  return h('div', { class: 'plan-extra' },
+    extras.map(([k, v]) => h('section', { class: 'extra', 'data-field': k },
+      h('h4', {}, humanize(k)), valueView(v))));
+}
+
+/** The plan as a person reads it (no editing). */
+export function planSummary(plan) {
+  return h('div', { class: 'plan-summary' },
+    h('div', { class: 'plan-cols' },
+      h('section', {}, h('h4', {}, 'Search queries'),
+        h('ul', { class: 'plain-list queries-ro' }, (plan.queries || []).map((q) => h('li', {}, q)))),
+      h('section', {}, h('h4', {}, 'Report outline'),
+        h('ol', { class: 'outline-ro' }, (plan.outline || []).map((o) => h('li', {}, o))))),
+    (plan.clarifying_questions || []).length
+      ? h('section', {}, h('h4', {}, 'Clarifying questions'),
+        h('ul', { class: 'plain-list' }, plan.clarifying_questions.map((q) => h('li', {}, q))))
+      : null,
+    extraFields(plan));
+}
+
+/** An editable list of strings: one input per entry, with add, remove and reorder. */
+function editableList({ name, legend, noun, values, reorder }) {
+  const list = h('ol', { class: 'edit-list', 'data-list': name });
+  const fieldset = h('fieldset', { class: 'edit-fieldset' }, h('legend', {}, legend), list);
+  const rows = () => Array.from(list.children);
+
+  function renumber() {
+    rows().forEach((row, k) => {
+      const input = row.querySelector('input');
+      input.setAttribute('aria-label', `${noun} ${k + 1}`);
+      row.querySelectorAll('button[data-act]').forEach((b) => {
+        const act = b.dataset.act;
+        b.setAttribute('aria-label', `${act === 'up' ? 'Move up' : act === 'down' ? 'Move down' : 'Remove'} ${noun.toLowerCase()} ${k + 1}`);
+        if (act === 'up') b.disabled = k === 0;
+        if (act === 'down') b.disabled = k === rows().length - 1;
+      });
+    });
+  }
+
+  function row(value) {
+    const input = h('input', { type: 'text', value, name, autocomplete: 'off' });
+    const li = h('li', { class: 'edit-row' }, input,
+      reorder ? h('button', { type: 'button', class: 'icon-button', 'data-act': 'up', title: 'Move up' }, '↑') : null,
+      reorder ? h('button', { type: 'button', class: 'icon-button', 'data-act': 'down', title: 'Move down' }, '↓') : null,
+      h('button', { type: 'button', class: 'icon-button', 'data-act': 'remove', title: 'Remove' }, '×'));
+    li.addEventListener('click', (ev) => {
+      const b = ev.target.closest('button[data-act]');
+      if (!b) return;
+      const act = b.dataset.act;
+      if (act === 'remove') {
+        const next = li.nextElementSibling || li.previousElementSibling;
+        li.remove();
+        renumber();
+        if (next) next.querySelector('input').focus();
+        else add.focus();
+      } else if (act === 'up' && li.previousElementSibling) {
+        list.insertBefore(li, li.previousElementSibling);
+        renumber();
+        b.disabled ? li.querySelector('[data-act=down]').focus() : b.focus();
+      } else if (act === 'down' && li.nextElementSibling) {
+        list.insertBefore(li.nextElementSibling, li);
+        renumber();
+        b.disabled ? li.querySelector('[data-act=up]').focus() : b.focus();
+      }
+    });
+    return li;
+  }
+
+  const add = h('button', { type: 'button', class: 'secondary small', 'data-add': name }, `Add ${noun.toLowerCase()}`);
+  add.addEventListener('click', () => {
+    const r = row('');
+    list.append(r);
+    renumber();
+    r.querySelector('input').focus();
+  });
+  for (const v of values) list.append(row(v));
+  fieldset.append(add);
+  renumber();
+  return {
+    el: fieldset,
+    values: () => rows().map((r) => r.querySelector('input').value.trim()).filter(Boolean),
+  };
+}
+
+/**
+ * The review form for `plan` (round `round`). `decide(decision)` sends the decision and
+ * resolves or throws with the server's message.
+ */
+export function planReviewForm(plan, { round, feedbackSoFar, decide }) {
+  const questions = plan.clarifying_questions || [];
+  const answerInputs = questions.map((q) => {
+    const id = uid('answer');
+    return { q, input: h('input', { type: 'text', id, autocomplete: 'off' }), id };
+  });
+  const queries = editableList({ name: 'query', legend: 'Search queries', noun: 'Query', values: plan.queries || [], reorder: false });
+  const outline = editableList({ name: 'section', legend: 'Report outline', noun: 'Section', values: plan.outline || [], reorder: true });
+  const feedbackId = uid('feedback');
+  const feedback = h('textarea', { id: feedbackId, rows: '3', 'aria-describedby': `${feedbackId}-hint` });
+  const error = h('div', { class: 'form-error', role: 'alert', hidden: true, tabIndex: -1 });
+  const note = h('p', { class: 'muted', role: 'status' });
+  const approve = h('button', { type: 'submit', class: 'primary', id: 'approve-button' }, 'Approve and start research');
+  const reject = h('button', { type: 'button', class: 'secondary', id: 'reject-button' },
+    questions.length ? 'Answer and re-plan' : 'Reject and re-plan');
+
+  const form = h('form', { class: 'plan-form', novalidate: true, id: 'plan-form' },
+    h('p', { class: 'plan-question' }, h('span', { class: 'muted' }, `Plan, round ${round}, for: `), h('strong', {}, plan.question || '')),
+    feedbackSoFar && feedbackSoFar.length
+      ? h('div', { class: 'feedback-so-far' }, h('h4', {}, 'Your earlier feedback'),
+        h('ul', { class: 'plain-list' }, feedbackSoFar.map((f) => h('li', {}, f))))
+      : null,
+    questions.length
+      ? h('fieldset', { class: 'clarify' },
+        h('legend', {}, 'The question is broad. Answering these helps the next plan:'),
+        answerInputs.map(({ q, input, id }) => h('div', { class: 'field' }, h('label', { for: id }, q), input)))
+      : null,
+    h('div', { class: 'plan-cols' }, queries.el, outline.el),
+    extraFields(plan),
+    h('div', { class: 'field' },
+      h('label', { for: feedbackId }, 'Feedback'),
+      feedback,
+      h('p', { id: `${feedbackId}-hint`, class: 'hint' }, 'To get a new plan, say what should change and choose “re-plan”.')),
+    error,
+    h('div', { class: 'actions' }, approve, reject),
+    note);
+
+  const say = (msg) => {
+    error.hidden = !msg;
+    error.textContent = msg || '';
+    if (msg) error.focus();
+  };
+  const busy = (on, text) => {
+    approve.disabled = on;
+    reject.disabled = on;
+    note.textContent = text || '';
+  };
+
+  function edited() {
+    const next = { ...plan, queries: queries.values(), outline: outline.values() };
+    const same = JSON.stringify(next.queries) === JSON.stringify(plan.queries || [])
+      && JSON.stringify(next.outline) === JSON.stringify(plan.outline || []);
+    return same ? null : next;
+  }
+
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    say(null);
+    const decision = { approved: true };
+    const changed = edited();
+    if (changed) decision.plan = changed;
+    if (feedback.value.trim()) decision.feedback = feedback.value.trim();
+    busy(true, 'Sending your approval…');
+    try {
+      await decide(decision);
+      busy(true, changed ? 'Approved with your edits. Research is starting…' : 'Approved. Research is starting…');
+    } catch (e) {
+      busy(false);
+      say(e.message);
+    }
+  });
+
+  reject.addEventListener('click', async () => {
+    say(null);
+    const answers = answerInputs.map(({ input }) => input.value.trim()).filter(Boolean);
+    const text = feedback.value.trim();
+    if (!text && !answers.length) {
+      say(questions.length
+        ? 'Answer at least one question, or say in Feedback what should change, to get a new plan.'
+        : 'Say in Feedback what should change, to get a new plan.');
+      (questions.length ? answerInputs[0].input : feedback).focus();
+      return;
+    }
+    const decision = { approved: false };
+    if (text) decision.feedback = text;
+    if (answers.length) decision.answers = answers;
+    busy(true, 'Sending…');
+    try {
+      await decide(decision);
+      busy(true, `Re-planning with your ${text ? 'feedback' : plural(answers.length, 'answer')}…`);
+    } catch (e) {
+      busy(false);
+      say(e.message);
+    }
+  });
+  return form;
+}

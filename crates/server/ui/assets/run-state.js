@@ -1,0 +1,389 @@
+// What a run's event stream says, folded into one state. No DOM here: `apply` takes an event
+// envelope (`{type, types, value}`) and says what changed, and the view redraws that part.
+// Event types the UI does not know are kept and shown as they are.
+
+export const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+
+export function newRun(id) {
+  return {
+    id,
+    status: 'running', // running | completed | failed | cancelled
+    error: null,
+    query: '',
+    /** idle | planning | review | running | writing | done */
+    phase: 'planning',
+    plan: null,
+    planRound: 0,
+    planKwargs: null,
+    /** The plan as approved (from the researcher's first input). */
+    approvedPlanText: null,
+    /** Settings from the saved session, when known. */
+    requireApproval: null,
+    agents: new Map(), // name -> {name, doing, searches, reads, lastAt}
+    lastAgent: null,
+    /** Timeline entries, in order; tool entries are updated in place. */
+    entries: [],
+    toolEntries: new Map(), // tool_id -> entry
+    /** Sources by URL (without any #page): {url, title, snippet, status, error, fileId, parsedId, pages, query}. */
+    sources: new Map(),
+    reportMarkdown: '',
+    reportUpdates: 0,
+    lastSection: null,
+    result: null,
+    lastSeq: -1,
+    events: 0,
+  };
+}
+
+/** The URL of a source without the `#page=N` a PDF citation adds. */
+export function baseUrl(url) {
+  return String(url || '').replace(/#page=\d+$/, '');
+}
+
+function text(message) {
+  if (!message) return '';
+  if (typeof message.content === 'string') return message.content;
+  return (message.blocks || []).map((b) => b.text || '').join('');
+}
+
+/** The text of a ToolOutput: `content` (older llama_index) or its text blocks. */
+export function toolText(output) {
+  if (!output) return '';
+  if (typeof output.content === 'string') return output.content;
+  return (output.blocks || []).map((b) => b.text || '').join('\n');
+}
+
+/** Which agent made a tool call: from ids like `web_search-s1r2t0`, else the last one active. */
+function agentOf(run, toolId) {
+  const m = /-s\d+r(\d+)/.exec(toolId || '');
+  if (m) return `researcher-${m[1]}`;
+  return run.lastAgent || 'workflow';
+}
+
+function agent(run, name) {
+  let a = run.agents.get(name);
+  if (!a) {
+    a = { name, doing: '', searches: 0, reads: 0, failed: 0 };
+    run.agents.set(name, a);
+  }
+  run.lastAgent = name;
+  return a;
+}
+
+function source(run, url) {
+  const key = baseUrl(url);
+  let s = run.sources.get(key);
+  if (!s) {
+    s = { url: key, title: '', snippet: '', status: 'found', error: null, fileId: null, parsedId: null, pages: null };
+    run.sources.set(key, s);
+  }
+  return s;
+}
+
+function isStop(env) {
+  return env.type === 'StopEvent' || (Array.isArray(env.types) && env.types.includes('StopEvent'));
+}
+
+function push(run, entry) {
+  entry.index = run.entries.length;
+  run.entries.push(entry);
+  return entry;
+}
+
+/**
+ * Folds one envelope into `run`. Returns the set of parts that changed: `status`, `plan`,
+ * `agents`, `timeline` (with `entry` set to the entry added or changed), `report`, `sources`.
+ */
+export function apply(run, env, seq) {
+  const changed = new Set();
+  changed.entry = null;
+  run.events += 1;
+  if (seq !== null && seq !== undefined) run.lastSeq = Math.max(run.lastSeq, seq);
+  const v = env.value || {};
+  const type = env.type;
+
+  if (isStop(env)) {
+    stop(run, env);
+    changed.add('status');
+    changed.add('sources');
+    changed.add('report');
+    changed.entry = push(run, { kind: 'stop', type, value: v, status: run.status, error: run.error });
+    changed.add('timeline');
+    return changed;
+  }
+
+  switch (type) {
+    case 'AgentInput': {
+      const name = v.current_agent_name || 'agent';
+      const said = (v.input || []).map(text).join('\n').trim();
+      const a = agent(run, name);
+      a.doing = firstLine(said);
+      if (name === 'planner' && !run.query && said) run.query = said;
+      if (name === 'planner' && run.plan) {
+        run.phase = 'planning';
+        changed.add('plan');
+      }
+      // The researcher's first input is the plan as approved: the gate is passed.
+      if (name.startsWith('researcher') && (run.phase === 'review' || run.phase === 'planning')) {
+        run.phase = 'running';
+        if (name === 'researcher') run.approvedPlanText = said;
+        changed.add('plan');
+      }
+      changed.add('agents');
+      changed.add('status');
+      changed.entry = push(run, { kind: 'input', agent: name, text: said });
+      break;
+    }
+    case 'AgentStream': {
+      const name = v.current_agent_name || 'agent';
+      const a = agent(run, name);
+      if (name === 'writer') run.phase = run.phase === 'done' ? 'done' : 'writing';
+      const last = run.entries[run.entries.length - 1];
+      if (last && last.kind === 'stream' && last.agent === name) {
+        last.text += v.delta || '';
+        changed.entry = last;
+      } else {
+        changed.entry = push(run, { kind: 'stream', agent: name, text: v.delta || v.response || '' });
+      }
+      a.doing = 'writing';
+      changed.add('agents');
+      break;
+    }
+    case 'AgentOutput': {
+      const name = v.current_agent_name || 'agent';
+      const a = agent(run, name);
+      a.doing = 'done';
+      const said = text(v.response);
+      changed.entry = push(run, { kind: 'output', agent: name, text: said });
+      changed.add('agents');
+      break;
+    }
+    case 'ToolCall': {
+      const name = agentOf(run, v.tool_id);
+      const entry = push(run, {
+        kind: 'tool', agent: name, tool: v.tool_name, id: v.tool_id, kwargs: v.tool_kwargs || {},
+        pending: true, error: false, text: '', raw: null,
+      });
+      if (v.tool_id) run.toolEntries.set(v.tool_id, entry);
+      const a = agent(run, name);
+      a.doing = describeCall(v.tool_name, v.tool_kwargs || {});
+      if (v.tool_name === 'decompose_query') {
+        run.phase = 'planning';
+        changed.add('plan');
+      } else if (run.phase === 'review' || run.phase === 'planning') {
+        if (run.plan) run.phase = 'running';
+        changed.add('plan');
+      }
+      changed.entry = entry;
+      changed.add('agents');
+      break;
+    }
+    case 'ToolCallResult': {
+      let entry = v.tool_id ? run.toolEntries.get(v.tool_id) : null;
+      if (!entry) {
+        entry = push(run, { kind: 'tool', agent: agentOf(run, v.tool_id), tool: v.tool_name, id: v.tool_id, kwargs: v.tool_kwargs || {} });
+        if (v.tool_id) run.toolEntries.set(v.tool_id, entry);
+      }
+      const out = v.tool_output || {};
+      entry.pending = false;
+      entry.error = Boolean(out.is_error);
+      entry.text = toolText(out);
+      entry.raw = out.raw_output === undefined ? null : out.raw_output;
+      changed.entry = entry;
+      toolResult(run, entry, changed);
+      changed.add('agents');
+      break;
+    }
+    default:
+      changed.entry = push(run, { kind: 'other', type, types: env.types || null, value: v });
+  }
+  changed.add('timeline');
+  return changed;
+}
+
+function firstLine(s) {
+  const line = String(s || '').split('\n').find((l) => l.trim()) || '';
+  return line.length > 160 ? `${line.slice(0, 157)}…` : line;
+}
+
+export function describeCall(tool, kwargs) {
+  switch (tool) {
+    case 'web_search': return `searching “${kwargs.query || ''}”`;
+    case 'fetch_url': return `reading ${kwargs.url || ''}`;
+    case 'parse_content': return `parsing ${kwargs.url || ''}`;
+    case 'update_report': return `writing “${kwargs.section || ''}”`;
+    case 'decompose_query': return 'drafting the plan';
+    default: return `calling ${tool}`;
+  }
+}
+
+function toolResult(run, entry, changed) {
+  const a = agent(run, entry.agent);
+  const raw = entry.raw || {};
+  const kw = entry.kwargs || {};
+  switch (entry.tool) {
+    case 'decompose_query':
+      if (!entry.error && raw && typeof raw === 'object') {
+        run.plan = raw;
+        run.planRound += 1;
+        run.planKwargs = kw;
+        run.phase = 'review';
+        changed.add('plan');
+        changed.add('status');
+      }
+      a.doing = entry.error ? 'could not draft a plan' : 'plan ready';
+      break;
+    case 'web_search': {
+      a.searches += 1;
+      const hits = Array.isArray(raw.hits) ? raw.hits : [];
+      for (const hit of hits) {
+        if (!hit || !hit.url) continue;
+        const s = source(run, hit.url);
+        if (!s.title) s.title = hit.title || '';
+        if (!s.snippet) s.snippet = hit.snippet || '';
+        if (!s.query) s.query = kw.query || '';
+      }
+      a.doing = `searched “${kw.query || ''}”: ${hits.length} results`;
+      changed.add('sources');
+      break;
+    }
+    case 'fetch_url': {
+      const url = kw.url || raw.url;
+      if (!url) break;
+      const s = source(run, url);
+      if (entry.error) {
+        s.status = 'failed';
+        s.error = entry.text;
+        a.failed += 1;
+      } else {
+        s.status = 'read';
+        s.error = null;
+        if (raw.file_id) s.fileId = raw.file_id;
+        if (raw.content_type) s.contentType = raw.content_type;
+        a.reads += 1;
+      }
+      changed.add('sources');
+      break;
+    }
+    case 'parse_content': {
+      const url = kw.url;
+      if (!url) break;
+      const s = source(run, url);
+      if (entry.error) {
+        s.status = 'failed';
+        s.error = entry.text;
+      } else {
+        if (raw.title) s.title = raw.title;
+        if (raw.file_id) s.parsedId = raw.file_id;
+        if (raw.pages) s.pages = raw.pages;
+        if (raw.byline) s.byline = raw.byline;
+        if (raw.site_name) s.site = raw.site_name;
+        if (raw.published) s.published = raw.published;
+      }
+      changed.add('sources');
+      break;
+    }
+    case 'update_report':
+      if (!entry.error && typeof raw.new_report_markdown === 'string') {
+        run.reportMarkdown = raw.new_report_markdown;
+        run.reportUpdates += 1;
+        run.lastSection = kw.section || null;
+        run.phase = 'writing';
+        changed.add('report');
+        changed.add('status');
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+function stop(run, env) {
+  const v = env.value || {};
+  run.phase = 'done';
+  switch (env.type) {
+    case 'WorkflowCancelledEvent':
+      run.status = 'cancelled';
+      break;
+    case 'WorkflowFailedEvent': {
+      run.status = 'failed';
+      const ex = v.exception || {};
+      run.error = ex.exception_message || 'the run failed';
+      if (v.step_name) run.failedStep = v.step_name;
+      break;
+    }
+    case 'WorkflowTimedOutEvent':
+      run.status = 'failed';
+      run.error = `the run timed out after ${Math.round(v.timeout || 0)} s`;
+      break;
+    default:
+      run.status = 'completed';
+      run.result = v;
+      if (typeof v.report_markdown === 'string' && v.report_markdown) run.reportMarkdown = v.report_markdown;
+      if (v.query && !run.query) run.query = v.query;
+      if (v.plan && !run.plan) run.plan = v.plan;
+  }
+}
+
+/**
+ * Folds a saved session (the `research-sessions` record) into `run`: what the snapshot knows
+ * and the stream may not (settings, each source's status and reason, notes).
+ */
+export function applySession(run, session) {
+  if (!session) return;
+  run.session = session;
+  if (session.query && !run.query) run.query = session.query;
+  const settings = session.settings || {};
+  if (typeof settings.require_approval === 'boolean') run.requireApproval = settings.require_approval;
+  if (session.plan && !run.plan) {
+    run.plan = session.plan;
+    run.planRound = Math.max(run.planRound, session.round || 1);
+  }
+  if (session.report_markdown && !run.reportMarkdown) run.reportMarkdown = session.report_markdown;
+  for (const s of session.sources || []) {
+    if (!s || !s.url) continue;
+    const mine = source(run, s.url);
+    if (s.title) mine.title = s.title;
+    if (s.snippet && !mine.snippet) mine.snippet = s.snippet;
+    if (s.status === 'read' || s.status === 'failed' || mine.status === 'found') mine.status = s.status;
+    if (s.error) mine.error = s.error;
+    if (s.file_id) mine.fileId = s.file_id;
+    if (s.pages) mine.pages = s.pages;
+    if (s.byline) mine.byline = s.byline;
+    if (s.site_name) mine.site = s.site_name;
+    if (s.published) mine.published = s.published;
+  }
+  for (const art of session.artifacts || []) {
+    if (!art || !art.url) continue;
+    const mine = run.sources.get(baseUrl(art.url));
+    if (!mine) continue;
+    if (art.kind === 'raw' && !mine.fileId) mine.fileId = art.file_id;
+    if (art.kind === 'parsed' && !mine.parsedId) mine.parsedId = art.file_id;
+  }
+  const report = (session.artifacts || []).find((a) => a && a.kind === 'report');
+  if (report) run.reportFileId = report.file_id;
+  if (run.status === 'running' && (session.status === 'completed' || session.status === 'failed')) {
+    run.sessionStatus = session.status;
+  }
+}
+
+/** A report's `## Sources` list: `[{n, title, url}]` from lines `n. Title — \`url\``. */
+export function reportSources(md) {
+  const lines = String(md || '').split('\n');
+  const at = lines.findIndex((l) => /^##\s+Sources\s*$/.test(l));
+  if (at < 0) return [];
+  const out = [];
+  for (const line of lines.slice(at + 1)) {
+    const m = line.match(/^(\d+)\.\s+(.*?)\s+—\s+(`+)\s?(.*?)\s?\3\s*$/);
+    if (m) out.push({ n: Number(m[1]), title: m[2], url: m[4] });
+    else if (/^#/.test(line)) break;
+  }
+  return out;
+}
+
+/** The report without its `## Sources` section (shown apart, with more about each source). */
+export function reportBody(md) {
+  const lines = String(md || '').split('\n');
+  const at = lines.findIndex((l) => /^##\s+Sources\s*$/.test(l));
+  return at < 0 ? String(md || '') : lines.slice(0, at).join('\n');
+}
