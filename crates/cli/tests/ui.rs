@@ -154,18 +154,33 @@ fn shots() -> Option<PathBuf> {
     Some(dir)
 }
 
-/// Saves a screenshot named `name` if screenshots were asked for. Focus rings and caret are
-/// taken off first, so the picture shows the page as a reader sees it.
-async fn shot(b: &Browser, name: &str) {
+/// Saves a screenshot named `name` if screenshots were asked for. The focus ring and caret are
+/// taken off first, so the picture shows the page as a reader sees it; `settle` lets the
+/// highlight of a fresh report section fade first.
+async fn shot(b: &Browser, name: &str, settle: bool) {
+    shot_sized(b, name, settle, None).await;
+}
+
+/// A screenshot with the page `height` pixels tall for the picture (then as it was).
+async fn shot_sized(b: &Browser, name: &str, settle: bool, height: Option<(u32, u32)>) {
     if let Some(dir) = shots() {
+        if let Some((_, tall)) = height {
+            let w = b.exec("return window.innerWidth;", vec![]).await;
+            b.set_viewport(w.as_u64().unwrap_or(1440) as u32, tall).await;
+        }
         b.exec(
             "document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0);",
             vec![],
         )
         .await;
-        // Let the "fresh section" highlight fade.
-        tokio::time::sleep(Duration::from_millis(3200)).await;
+        if settle {
+            tokio::time::sleep(Duration::from_millis(3200)).await;
+        }
         b.save_screenshot(&dir.join(format!("{name}.png"))).await;
+        if let Some((usual, _)) = height {
+            let w = b.exec("return window.innerWidth;", vec![]).await;
+            b.set_viewport(w.as_u64().unwrap_or(1440) as u32, usual).await;
+        }
     }
 }
 
@@ -245,8 +260,16 @@ async fn assert_controls_named(b: &Browser, screen: &str) {
     assert_eq!(unnamed, json!([]), "{screen}");
 }
 
-/// No horizontal scrolling at the window's width.
+/// No horizontal scrolling at the window's width, and nothing marked hidden on screen.
 async fn assert_fits(b: &Browser, screen: &str) {
+    let shown = b
+        .exec(
+            "return Array.from(document.querySelectorAll('[hidden]')) \
+               .filter((e) => e.getClientRects().length > 0).map((e) => e.id || e.className);",
+            vec![],
+        )
+        .await;
+    assert_eq!(shown, json!([]), "{screen}: hidden elements on screen");
     let r = b
         .exec(
             "return [document.documentElement.scrollWidth, window.innerWidth];",
@@ -283,7 +306,7 @@ window.__liveReport = 0;
 new MutationObserver(() => {
   const status = document.getElementById('run-status');
   const report = document.getElementById('report');
-  if (status && report && status.dataset.status === 'running' && report.querySelector('h2')) {
+  if (status && report && status.dataset.status === 'running' && report.querySelector('.md-h2')) {
     window.__liveReport = Math.max(window.__liveReport, Number(report.dataset.updates || 0));
   }
 }).observe(document.getElementById('main'), { subtree: true, childList: true, attributes: true, characterData: true });
@@ -319,6 +342,7 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         .await;
     assert_eq!(defaults, json!(["8", "medium", true, "Max sources"]));
     assert_controls_named(&b, "home").await;
+    assert_fits(&b, "home").await;
     assert_contrast(&b, "home").await;
 
     // A bad value is refused with the server's message, and nothing starts.
@@ -349,7 +373,7 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         "{queries}"
     );
     b.wait_for_text("#plan-form", "Report outline").await;
-    shot(&b, "plan-review").await;
+    shot(&b, "plan-review", false).await;
     b.fill(
         "[data-list=query] li:first-child input",
         "threads channels closures",
@@ -367,7 +391,8 @@ async fn start_edit_approve_watch_cite_and_reopen() {
     )
     .await;
     b.wait_for_text("#agents", "pages read").await;
-    shot(&b, "live-run").await;
+    assert_fits(&b, "live run").await;
+    shot(&b, "live-run", false).await;
 
     // The run ends; a report section was on screen before it did.
     b.wait_until_for(
@@ -395,11 +420,11 @@ async fn start_edit_approve_watch_cite_and_reopen() {
     );
 
     // The report, rendered: a title, sections, citations linked to their sources.
-    b.wait_for("#report h1").await;
+    b.wait_for("#report .md-h1").await;
     let cites = b.find_all("#report a.cite").await;
     assert!(!cites.is_empty(), "no citation links");
     assert_contrast(&b, "finished report").await;
-    shot(&b, "report").await;
+    shot_sized(&b, "report", true, Some((900, 1500))).await;
     let n = b
         .exec(
             "return document.querySelector('#report a.cite').dataset.n;",
@@ -523,6 +548,10 @@ async fn narrow_keyboard_clarify_reject_with_feedback_and_cancel() {
         vec![],
     )
     .await;
+    let size = b
+        .exec("return [window.innerWidth, window.innerHeight];", vec![])
+        .await;
+    assert_eq!(size, json!([390, 844]), "the page is 390 px wide");
     assert_fits(&b, "home at 390 px").await;
     b.keys("ownership").await;
     b.keys("\u{E004}\u{E004}").await; // Tab past the settings to the button
@@ -539,7 +568,7 @@ async fn narrow_keyboard_clarify_reject_with_feedback_and_cancel() {
     assert_fits(&b, "plan review at 390 px").await;
     assert_controls_named(&b, "plan review").await;
     assert_contrast(&b, "plan review at 390 px").await;
-    shot(&b, "plan-review-narrow").await;
+    shot(&b, "plan-review-narrow", false).await;
 
     // Re-planning needs something to go on.
     b.click_css("#reject-button").await;

@@ -7,6 +7,7 @@
 //! install them when they are missing.
 
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -87,7 +88,10 @@ impl Browser {
     pub async fn start(width: u32, height: u32) -> Result<Browser, String> {
         let (driver_bin, chromium) = browser_binaries()?;
         let port = free_port();
+        // Its own process group, so the browser it starts goes with it on drop, even when the
+        // session could not be ended.
         let driver = Command::new(&driver_bin)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -140,11 +144,11 @@ impl Browser {
             "goog:loggingPrefs": {"browser": "ALL"},
         }}});
         let v = browser.raw("POST", "/session", Some(caps)).await?;
-        browser.session = v["sessionId"]
+        browser.session = v["value"]["sessionId"]
             .as_str()
             .ok_or_else(|| format!("no session id in {v}"))?
             .to_string();
-        browser.set_window(width, height).await;
+        browser.set_viewport(width, height).await;
         Ok(browser)
     }
 
@@ -198,6 +202,22 @@ impl Browser {
                 Some(json!({"width": width, "height": height})),
             )
             .await;
+    }
+
+    /// Sizes the window so that the page itself gets `width` x `height` pixels.
+    pub async fn set_viewport(&self, width: u32, height: u32) {
+        self.set_window(width, height).await;
+        let inner = self
+            .exec("return [window.innerWidth, window.innerHeight];", vec![])
+            .await;
+        let (w, h) = (
+            inner[0].as_u64().unwrap_or(width.into()) as u32,
+            inner[1].as_u64().unwrap_or(height.into()) as u32,
+        );
+        if (w, h) != (width, height) {
+            self.set_window(width + width.saturating_sub(w), height + height.saturating_sub(h))
+                .await;
+        }
     }
 
     pub async fn goto(&self, url: &str) {
@@ -476,6 +496,12 @@ impl Drop for Browser {
                 self.session
             );
             let _ = s.read_to_end(&mut Vec::new());
+        }
+        if let Ok(pgid) = i32::try_from(self.driver.id()) {
+            // SAFETY: kill(2) with a negative pid signals the process group the driver leads.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
         }
         let _ = self.driver.kill();
         let _ = self.driver.wait();

@@ -16,7 +16,8 @@ export function safeHref(url) {
 
 /**
  * Renders `md` into a DocumentFragment. Options: `cite(n)` returns the element for citation
- * `[n]` (a plain `[n]` when absent); `external` marks links that open elsewhere.
+ * `[n]` (a plain `[n]` when absent); `headingOffset` moves headings down the page's outline
+ * (each keeps the class `md-hN` of its Markdown level).
  */
 export function renderMarkdown(md, opts = {}) {
   const frag = document.createDocumentFragment();
@@ -70,7 +71,9 @@ function renderBlocks(lines, parent, opts) {
       continue;
     }
     if ((m = line.match(HEADING))) {
-      const el = document.createElement(`h${m[1].length}`);
+      const level = m[1].length;
+      const el = document.createElement(`h${Math.min(6, level + (opts.headingOffset || 0))}`);
+      el.className = `md-h${level}`;
       renderInline(m[2] || '', el, opts);
       parent.append(el);
       i += 1;

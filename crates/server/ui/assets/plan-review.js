@@ -137,8 +137,9 @@ export function planReviewForm(plan, { round, feedbackSoFar, decide }) {
         h('ul', { class: 'plain-list' }, feedbackSoFar.map((f) => h('li', {}, f))))
       : null,
     questions.length
-      ? h('fieldset', { class: 'clarify' },
-        h('legend', {}, 'The question is broad. Answering these helps the next plan:'),
+      ? h('fieldset', { class: 'clarify', 'aria-describedby': 'clarify-hint' },
+        h('legend', {}, 'Clarifying questions'),
+        h('p', { class: 'hint', id: 'clarify-hint' }, 'The question is broad. Answer what you can, then choose “Answer and re-plan”.'),
         answerInputs.map(({ q, input, id }) => h('div', { class: 'field' }, h('label', { for: id }, q), input)))
       : null,
     h('div', { class: 'plan-cols' }, queries.el, outline.el),

@@ -56,6 +56,8 @@ export function renderReport(el, run, { citeHref, live }) {
   const md = reportBody(run.reportMarkdown);
   const previous = el.dataset.sections ? JSON.parse(el.dataset.sections) : [];
   const frag = renderMarkdown(md, {
+    // Under the page's title (h1) and the panel's (h2).
+    headingOffset: 2,
     cite: (n) => {
       const s = sources.get(n);
       return h('a', {
@@ -70,8 +72,8 @@ export function renderReport(el, run, { citeHref, live }) {
   const now = [];
   let section = null;
   for (const child of Array.from(el.children)) {
-    if (child.tagName === 'H2') {
-      section = { title: child.textContent, text: '' , el: [child] };
+    if (child.classList.contains('md-h2')) {
+      section = { title: child.textContent, text: '', el: [child] };
       now.push(section);
     } else if (section) {
       section.text += child.textContent;
@@ -105,8 +107,10 @@ export function renderSources(el, run) {
       h('ol', { class: 'source-list cited', id: 'cited-sources' }, cited.map((s) => citedItem(s, run)))));
   }
   if (read.length) {
+    // While the report is unwritten nothing is cited yet: these are simply read so far.
+    const label = cited.length || finished ? 'Read but not cited' : 'Read so far';
     parts.push(h('section', { class: 'source-group', 'aria-labelledby': 'uncited-title' },
-      h('h3', { id: 'uncited-title' }, `Read but not cited (${read.length})`),
+      h('h3', { id: 'uncited-title' }, `${label} (${read.length})`),
       h('ul', { class: 'source-list', id: 'uncited-sources' }, read.map((s) => sourceItem(s)))));
   }
   if (failed.length) {

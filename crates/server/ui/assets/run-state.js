@@ -20,7 +20,7 @@ export function newRun(id) {
     /** Settings from the saved session, when known. */
     requireApproval: null,
     agents: new Map(), // name -> {name, doing, searches, reads, lastAt}
-    lastAgent: null,
+    lastResearcher: null,
     /** Timeline entries, in order; tool entries are updated in place. */
     entries: [],
     toolEntries: new Map(), // tool_id -> entry
@@ -53,11 +53,16 @@ export function toolText(output) {
   return (output.blocks || []).map((b) => b.text || '').join('\n');
 }
 
-/** Which agent made a tool call: from ids like `web_search-s1r2t0`, else the last one active. */
-function agentOf(run, toolId) {
+/**
+ * Which agent made a tool call: the researcher named in ids like `web_search-s1r2t0`, the
+ * planner and writer by their tools, else the last researcher active.
+ */
+function agentOf(run, tool, toolId) {
   const m = /-s\d+r(\d+)/.exec(toolId || '');
   if (m) return `researcher-${m[1]}`;
-  return run.lastAgent || 'workflow';
+  if (tool === 'decompose_query') return 'planner';
+  if (tool === 'update_report') return 'writer';
+  return run.lastResearcher || 'researcher';
 }
 
 function agent(run, name) {
@@ -66,7 +71,7 @@ function agent(run, name) {
     a = { name, doing: '', searches: 0, reads: 0, failed: 0 };
     run.agents.set(name, a);
   }
-  run.lastAgent = name;
+  if (name.startsWith('researcher')) run.lastResearcher = name;
   return a;
 }
 
@@ -159,7 +164,7 @@ export function apply(run, env, seq) {
       break;
     }
     case 'ToolCall': {
-      const name = agentOf(run, v.tool_id);
+      const name = agentOf(run, v.tool_name, v.tool_id);
       const entry = push(run, {
         kind: 'tool', agent: name, tool: v.tool_name, id: v.tool_id, kwargs: v.tool_kwargs || {},
         pending: true, error: false, text: '', raw: null,
@@ -181,7 +186,7 @@ export function apply(run, env, seq) {
     case 'ToolCallResult': {
       let entry = v.tool_id ? run.toolEntries.get(v.tool_id) : null;
       if (!entry) {
-        entry = push(run, { kind: 'tool', agent: agentOf(run, v.tool_id), tool: v.tool_name, id: v.tool_id, kwargs: v.tool_kwargs || {} });
+        entry = push(run, { kind: 'tool', agent: agentOf(run, v.tool_name, v.tool_id), tool: v.tool_name, id: v.tool_id, kwargs: v.tool_kwargs || {} });
         if (v.tool_id) run.toolEntries.set(v.tool_id, entry);
       }
       const out = v.tool_output || {};
@@ -301,6 +306,8 @@ function toolResult(run, entry, changed) {
 function stop(run, env) {
   const v = env.value || {};
   run.phase = 'done';
+  const ended = ['WorkflowCancelledEvent', 'WorkflowFailedEvent', 'WorkflowTimedOutEvent'].includes(env.type);
+  for (const a of run.agents.values()) a.doing = ended ? 'stopped' : 'finished';
   switch (env.type) {
     case 'WorkflowCancelledEvent':
       run.status = 'cancelled';

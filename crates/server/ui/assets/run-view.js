@@ -192,7 +192,10 @@ export function mountRun(main, id) {
     if (old) {
       old.replaceWith(el);
     } else {
+      // Follow the newest entry, unless the reader scrolled up to read an older one.
+      const atEnd = timeline.scrollTop + timeline.clientHeight >= timeline.scrollHeight - 40;
       timeline.append(el);
+      if (atEnd) timeline.scrollTop = timeline.scrollHeight;
       while (timeline.children.length > TIMELINE_LIMIT) {
         timeline.firstElementChild.remove();
       }
@@ -203,7 +206,11 @@ export function mountRun(main, id) {
     entryEls.set(entry, el);
   }
 
+  /** Research under way (past the gate, not ended). */
+  const researching = () => run.status === 'running' && (run.phase === 'running' || run.phase === 'writing');
+
   function drawReport() {
+    reportPanel.hidden = !run.reportMarkdown && !researching();
     reportState.textContent = reportStatus(run);
     const live = run.status === 'running';
     if (run.reportMarkdown) {
@@ -217,6 +224,7 @@ export function mountRun(main, id) {
   }
 
   function drawSources() {
+    sourcesPanel.hidden = run.sources.size === 0 && !researching();
     renderSources(sourcesEl, run);
     if (pendingFocus !== null) tryFocus();
   }
@@ -245,8 +253,8 @@ export function mountRun(main, id) {
     if (changed.has('plan') || changed.has('status')) drawPlan();
     if (changed.has('agents')) drawAgents();
     if (changed.entry) drawEntry(changed.entry);
-    if (changed.has('report')) drawReport();
-    if (changed.has('sources')) drawSources();
+    if (changed.has('report') || changed.has('plan')) drawReport();
+    if (changed.has('sources') || changed.has('plan')) drawSources();
     if (run.planRound !== wasRound && run.phase === 'review') announce(`Plan ready for review (round ${run.planRound}).`);
     else if (wasPhase !== run.phase && run.phase === 'running') announce('Research started.');
     if (changed.has('report') && run.lastSection && run.status === 'running') announce(`Report updated: ${run.lastSection}.`);
