@@ -716,3 +716,124 @@ async fn api_key_reload_and_server_restart_mid_run() {
     assert_eq!(status, 401);
     drop(served);
 }
+
+fn para2_has(r: &Value, text: &str) -> bool {
+    r["para2"].as_str().is_some_and(|p| p.contains(text))
+}
+
+/// The UI's own modules, in the browser: the Markdown renderer keeps hostile input inert and
+/// renders what reports contain; events and plan fields the UI does not know are shown as
+/// they are (another workflow version may add them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markdown_and_unknown_fields_in_the_browser() {
+    let env = env();
+    let served = Served::start(&env, free_port(), None);
+    let b = browser(1024, 768).await;
+    b.goto(&format!("{}/", served.root)).await;
+    b.wait_for("#question").await;
+    let r = b
+        .exec_async(
+            r#"
+            const done = arguments[arguments.length - 1];
+            (async () => {
+              const md = await import('./assets/markdown.js');
+              const state = await import('./assets/run-state.js');
+              const plan = await import('./assets/plan-review.js');
+              const box = document.createElement('div');
+              const cite = (n) => { const a = document.createElement('a'); a.className = 'cite'; a.href = '#c' + n; a.textContent = `[${n}]`; return a; };
+              box.append(md.renderMarkdown([
+                '# Title with <b>tags</b>',
+                '',
+                '<img src=x onerror="window.__pwned=1"> and <script>window.__pwned=2</script>',
+                '',
+                'A [bad](javascript:window.__pwned=3) link, a [good](https://example.org/x) one,',
+                'a **strong** and _em_ word, snake_case_name, `code <i>`, \\[2\\] escaped, cited [1] [3].',
+                '',
+                '- one',
+                '- two with [1]',
+                '',
+                '1. first',
+                '2. second',
+                '',
+                '| a | b |',
+                '|---|--:|',
+                '| 1 | x \\| y |',
+                '',
+                '> quoted',
+                '',
+                '```',
+                '<script>not run</script>',
+                '```',
+              ].join('\n'), { cite }));
+              document.body.append(box);
+              const links = Array.from(box.querySelectorAll('a:not(.cite)')).map((a) => a.getAttribute('href'));
+              const out = {
+                pwned: window.__pwned || 0,
+                elements: Array.from(box.querySelectorAll('*')).map((e) => e.tagName.toLowerCase()).filter((t, i, a) => a.indexOf(t) === i).sort(),
+                links,
+                cites: Array.from(box.querySelectorAll('a.cite')).map((a) => a.textContent),
+                text: box.querySelector('p').textContent,
+                para2: box.querySelectorAll('p')[1].textContent,
+                cell: box.querySelector('td:last-child').textContent,
+                align: box.querySelector('th:last-child').className,
+                code: box.querySelector('pre code').textContent,
+                h1: box.querySelector('h1').textContent,
+              };
+              // An event type this UI does not know, and one it does.
+              const run = state.newRun('x');
+              const changed = state.apply(run, { type: 'QueryModeChosen', types: null, value: { mode: 'deep', why: 'broad' } }, 3);
+              out.unknown = changed.entry && changed.entry.kind;
+              out.unknownType = changed.entry && changed.entry.type;
+              state.apply(run, { type: 'ToolCallResult', value: { tool_name: 'decompose_query', tool_id: 'decompose_query-1', tool_kwargs: {}, tool_output: { blocks: [{ text: 'plan' }], is_error: false, raw_output: { question: 'q', queries: ['a'], outline: ['b'], mode: 'deep', background_investigation: { summary: 'What the corpus holds', documents: ['x.md'] } } } } }, 4);
+              out.phase = run.phase;
+              const view = plan.planSummary(run.plan);
+              out.extras = Array.from(view.querySelectorAll('.extra h4')).map((h) => h.textContent);
+              out.extraText = view.querySelector('.plan-extra').textContent;
+              state.apply(run, { type: 'WorkflowFailedEvent', types: ['StopEvent'], value: { step_name: 's', exception: { exception_type: 'E', exception_message: 'the model server refused the key' } } }, 5);
+              out.failed = [run.status, run.error];
+              done(out);
+            })().catch((e) => done({ error: String(e && e.stack || e) }));
+            "#,
+            vec![],
+        )
+        .await;
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(r["pwned"], 0, "{r}");
+    assert_eq!(
+        r["elements"],
+        json!([
+            "a", "blockquote", "code", "div", "em", "h1", "li", "ol", "p", "pre", "span",
+            "strong", "table", "tbody", "td", "th", "thead", "tr", "ul"
+        ]),
+        "no element but Markdown's: {r}"
+    );
+    // The javascript: link is text, not a link.
+    assert_eq!(r["links"], json!(["https://example.org/x"]), "{r}");
+    assert!(para2_has(&r, "A bad link"), "{r}");
+    assert_eq!(r["cites"], json!(["[1]", "[3]", "[1]"]), "{r}");
+    assert!(r["text"].as_str().unwrap().contains("<img src=x"), "{r}");
+    let para2 = r["para2"].as_str().unwrap();
+    assert!(para2.contains("snake_case_name"), "{r}");
+    assert!(para2.contains("[2] escaped"), "{r}");
+    assert!(para2.contains("code <i>"), "{r}");
+    assert_eq!(r["cell"], "x | y");
+    assert_eq!(r["align"], "align-right");
+    assert_eq!(r["code"], "<script>not run</script>");
+    assert_eq!(r["h1"], "Title with <b>tags</b>");
+    assert_eq!(r["unknown"], "other");
+    assert_eq!(r["unknownType"], "QueryModeChosen");
+    assert_eq!(r["phase"], "review");
+    assert_eq!(r["extras"], json!(["Mode", "Background investigation"]));
+    assert!(
+        r["extraText"]
+            .as_str()
+            .unwrap()
+            .contains("What the corpus holds"),
+        "{r}"
+    );
+    assert_eq!(
+        r["failed"],
+        json!(["failed", "the model server refused the key"])
+    );
+    drop(served);
+}

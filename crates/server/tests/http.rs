@@ -1119,3 +1119,88 @@ async fn openapi_document() {
         }
     }
 }
+
+/// The web UI's files: served at `/` and under the deployment, with their content types and
+/// revalidation; every module a module imports is served; no key is needed for them, while
+/// the API still wants one; and API paths that do not exist stay JSON 404s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_ui_files() {
+    let s = server(Dialect::Sqlite, Some("s3cret")).await;
+    let get = |path: String| {
+        let req = s.http.get(s.url(&path));
+        async move { req.send().await.unwrap() }
+    };
+    for root in ["/", &format!("{D}/ui/")] {
+        let page = get(root.to_string()).await;
+        assert_eq!(page.status(), 200, "{root}");
+        let h = page.headers().clone();
+        assert_eq!(h["content-type"], "text/html; charset=utf-8");
+        assert_eq!(h["cache-control"], "no-cache");
+        assert!(
+            h["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("script-src 'self'")
+        );
+        let html = page.text().await.unwrap();
+        assert!(html.contains("<script type=\"module\" src=\"assets/app.js\">"));
+
+        // Every module reachable from app.js is served, as JavaScript.
+        let mut todo = vec!["app.js".to_string()];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(file) = todo.pop() {
+            if !seen.insert(file.clone()) {
+                continue;
+            }
+            let resp = get(format!("{root}assets/{file}")).await;
+            assert_eq!(resp.status(), 200, "{root}assets/{file}");
+            assert_eq!(resp.headers()["content-type"], "text/javascript; charset=utf-8");
+            let js = resp.text().await.unwrap();
+            for line in js.lines().filter(|l| l.starts_with("import ")) {
+                let from = line.rsplit("from '").next().unwrap();
+                let name = from.trim_end_matches("';").trim_start_matches("./");
+                todo.push(name.to_string());
+            }
+        }
+        assert!(seen.len() >= 8, "{seen:?}");
+        let css = get(format!("{root}assets/app.css")).await;
+        assert_eq!(css.headers()["content-type"], "text/css; charset=utf-8");
+    }
+
+    // Revalidation: the entity tag answers 304.
+    let first = get("/assets/app.js".into()).await;
+    let etag = first.headers()["etag"].clone();
+    let again = s
+        .http
+        .get(s.url("/assets/app.js"))
+        .header("If-None-Match", etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+
+    // The deployment's own address leads to its UI.
+    let no_redirect = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for path in [D.to_string(), format!("{D}/"), format!("{D}/ui")] {
+        let resp = no_redirect.get(s.url(&path)).send().await.unwrap();
+        assert_eq!(resp.status(), 308, "{path}");
+        assert_eq!(resp.headers()["location"], &format!("{D}/ui/"));
+    }
+
+    // The API still wants the key; unknown paths stay JSON.
+    assert_eq!(s.get(&format!("{D}/handlers")).await.0, 401);
+    assert_eq!(
+        s.get("/assets/nope.js").await,
+        (404, json!({"detail": "Not Found"}))
+    );
+    assert_eq!(s.get("/nope").await.0, 401);
+    let (status, body) = s
+        .call(s.http.get(s.url("/nope")).bearer_auth("s3cret"))
+        .await;
+    assert_eq!((status, body), (404, json!({"detail": "Not Found"})));
+    let (status, body) = s.call(s.http.post(s.url("/"))).await;
+    assert_eq!((status, body), (405, json!({"detail": "Method Not Allowed"})));
+}

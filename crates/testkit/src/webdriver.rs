@@ -246,6 +246,17 @@ impl Browser {
         .await
     }
 
+    /// Runs `script` (a function body whose last argument is the callback to call with the
+    /// result) and returns what it passed back.
+    pub async fn exec_async(&self, script: &str, args: Vec<Value>) -> Value {
+        self.must(
+            "POST",
+            "/execute/async",
+            Some(json!({"script": script, "args": args})),
+        )
+        .await
+    }
+
     /// The first element matching `css`, if any.
     pub async fn find(&self, css: &str) -> Option<Element> {
         let v = self
