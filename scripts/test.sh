@@ -26,5 +26,10 @@ CLIENTS=pyproject-compat/clients
 "$CLIENTS/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$CLIENTS/requirements.txt"
 (cd "$CLIENTS" && npm ci --silent --no-audit --no-fund)
 
+# The browser tests drive Debian's headless chromium through chromedriver; nothing is
+# downloaded at test time. Installed here when missing (as root); without them those tests fail
+# and say why.
+scripts/browser.sh || echo "test: the browser tests will fail: no chromium" >&2
+
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked --no-fail-fast -- --test-threads="${FATHOM_TEST_THREADS:-2}"

@@ -166,7 +166,8 @@ async fn shot_sized(b: &Browser, name: &str, settle: bool, height: Option<(u32, 
     if let Some(dir) = shots() {
         if let Some((_, tall)) = height {
             let w = b.exec("return window.innerWidth;", vec![]).await;
-            b.set_viewport(w.as_u64().unwrap_or(1440) as u32, tall).await;
+            b.set_viewport(w.as_u64().unwrap_or(1440) as u32, tall)
+                .await;
         }
         b.exec(
             "document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0);",
@@ -179,7 +180,8 @@ async fn shot_sized(b: &Browser, name: &str, settle: bool, height: Option<(u32, 
         b.save_screenshot(&dir.join(format!("{name}.png"))).await;
         if let Some((usual, _)) = height {
             let w = b.exec("return window.innerWidth;", vec![]).await;
-            b.set_viewport(w.as_u64().unwrap_or(1440) as u32, usual).await;
+            b.set_viewport(w.as_u64().unwrap_or(1440) as u32, usual)
+                .await;
         }
     }
 }
@@ -343,15 +345,22 @@ async fn start_edit_approve_watch_cite_and_reopen() {
     assert_eq!(defaults, json!(["8", "medium", true, "Max sources"]));
     assert_controls_named(&b, "home").await;
     assert_fits(&b, "home").await;
+    b.fill("#question", QUESTION).await;
+    shot(&b, "start", false).await;
     assert_contrast(&b, "home").await;
 
     // A bad value is refused with the server's message, and nothing starts.
     b.fill("#question", QUESTION).await;
     b.fill("input[name=max_report_update_size]", "10").await;
     b.click_css("#start-button").await;
-    let err = b.wait_for_text("#start-error", "max_report_update_size").await;
+    let err = b
+        .wait_for_text("#start-error", "max_report_update_size")
+        .await;
     let err = b.text(&err).await;
-    assert!(err.contains("400"), "the server's message names the minimum: {err}");
+    assert!(
+        err.contains("400"),
+        "the server's message names the minimum: {err}"
+    );
     assert!(!b.current_url().await.contains("#/run/"));
 
     // Small report changes and a pause between fetches: the run can be watched.
@@ -408,8 +417,11 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         "no update_report was rendered while the run was running: {live}"
     );
     // The edited query is what was searched.
-    b.wait_for_text("#timeline [data-tool=web_search]", "threads channels closures")
-        .await;
+    b.wait_for_text(
+        "#timeline [data-tool=web_search]",
+        "threads channels closures",
+    )
+    .await;
     // The source that could not be read, with why.
     let failed = b.wait_for_text("#failed-sources", "threads").await;
     let failed = b.text(&failed).await;
@@ -509,10 +521,7 @@ async fn start_edit_approve_watch_cite_and_reopen() {
             vec![],
         )
         .await;
-    assert_eq!(
-        order[0], "Why do lifetimes exist?",
-        "newest first: {order}"
-    );
+    assert_eq!(order[0], "Why do lifetimes exist?", "newest first: {order}");
     b.fill("#session-search", "ownership").await;
     b.wait_until(
         "the search to keep one session",
@@ -521,7 +530,8 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         vec![json!(id)],
     )
     .await;
-    b.click_css(&format!("#session-list li[data-id='{id}'] a")).await;
+    b.click_css(&format!("#session-list li[data-id='{id}'] a"))
+        .await;
     b.wait_until(
         "the reopened session",
         "return document.querySelector('#run-status').dataset.status === 'completed' \
@@ -530,6 +540,16 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         vec![json!(QUESTION)],
     )
     .await;
+
+    // A session still at its gate, reopened from the list, is live: its plan can be decided.
+    b.click_css(".top nav a[href='#/sessions']").await;
+    b.wait_for("#session-list li[data-id] a").await;
+    let other_id = other["handler_id"].as_str().unwrap();
+    b.click_css(&format!("#session-list li[data-id='{other_id}'] a"))
+        .await;
+    b.wait_for("#plan-form #approve-button").await;
+    b.wait_for_text("#run-title", "Why do lifetimes exist?")
+        .await;
     drop(served);
 }
 
@@ -555,9 +575,7 @@ async fn narrow_keyboard_clarify_reject_with_feedback_and_cancel() {
     assert_fits(&b, "home at 390 px").await;
     b.keys("ownership").await;
     b.keys("\u{E004}\u{E004}").await; // Tab past the settings to the button
-    let focused = b
-        .exec("return document.activeElement.id;", vec![])
-        .await;
+    let focused = b.exec("return document.activeElement.id;", vec![]).await;
     assert_eq!(focused, "start-button");
     b.keys("\u{E007}").await; // Enter
     let _id = run_id(&b).await;
@@ -708,7 +726,10 @@ async fn api_key_reload_and_server_restart_mid_run() {
     assert!(b.current_url().await.ends_with(&format!("#/run/{id}")));
     // The API itself still wants the key.
     let status = http()
-        .get(format!("{}/deployments/deep-research/handlers", served.root))
+        .get(format!(
+            "{}/deployments/deep-research/handlers",
+            served.root
+        ))
         .send()
         .await
         .unwrap()
@@ -802,8 +823,25 @@ async fn markdown_and_unknown_fields_in_the_browser() {
     assert_eq!(
         r["elements"],
         json!([
-            "a", "blockquote", "code", "div", "em", "h1", "li", "ol", "p", "pre", "span",
-            "strong", "table", "tbody", "td", "th", "thead", "tr", "ul"
+            "a",
+            "blockquote",
+            "code",
+            "div",
+            "em",
+            "h1",
+            "li",
+            "ol",
+            "p",
+            "pre",
+            "span",
+            "strong",
+            "table",
+            "tbody",
+            "td",
+            "th",
+            "thead",
+            "tr",
+            "ul"
         ]),
         "no element but Markdown's: {r}"
     );

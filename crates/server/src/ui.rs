@@ -172,10 +172,12 @@ mod tests {
         assert_eq!(ETAGS.len(), ASSETS.len());
         let html = serve("index.html", &HeaderMap::new());
         assert_eq!(html.status(), StatusCode::OK);
-        assert!(html.headers()[header::CONTENT_SECURITY_POLICY]
-            .to_str()
-            .unwrap()
-            .contains("script-src 'self'"));
+        assert!(
+            html.headers()[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .unwrap()
+                .contains("script-src 'self'")
+        );
         let mut h = HeaderMap::new();
         h.insert(header::IF_NONE_MATCH, ETAGS[0].parse().unwrap());
         assert_eq!(serve(ASSETS[0].name, &h).status(), StatusCode::NOT_MODIFIED);

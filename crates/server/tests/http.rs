@@ -1154,7 +1154,10 @@ async fn web_ui_files() {
             }
             let resp = get(format!("{root}assets/{file}")).await;
             assert_eq!(resp.status(), 200, "{root}assets/{file}");
-            assert_eq!(resp.headers()["content-type"], "text/javascript; charset=utf-8");
+            assert_eq!(
+                resp.headers()["content-type"],
+                "text/javascript; charset=utf-8"
+            );
             let js = resp.text().await.unwrap();
             for line in js.lines().filter(|l| l.starts_with("import ")) {
                 let from = line.rsplit("from '").next().unwrap();
@@ -1202,5 +1205,8 @@ async fn web_ui_files() {
         .await;
     assert_eq!((status, body), (404, json!({"detail": "Not Found"})));
     let (status, body) = s.call(s.http.post(s.url("/"))).await;
-    assert_eq!((status, body), (405, json!({"detail": "Method Not Allowed"})));
+    assert_eq!(
+        (status, body),
+        (405, json!({"detail": "Method Not Allowed"}))
+    );
 }

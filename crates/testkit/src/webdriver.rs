@@ -7,8 +7,8 @@
 //! install them when they are missing.
 
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt as _;
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -69,10 +69,12 @@ pub fn browser_binaries() -> Result<(PathBuf, PathBuf), String> {
         .or_else(|| find_binary("FATHOM_CHROMIUM", &["chromium", "chromium-browser"], &[]));
     match (driver, chromium) {
         (Some(d), Some(c)) => Ok((d, c)),
-        _ => Err("headless browser tests need Debian's `chromium` and `chromium-driver`: \
+        _ => Err(
+            "headless browser tests need Debian's `chromium` and `chromium-driver`: \
                   run scripts/test.sh (installs them as root) or `apt-get install -y chromium \
                   chromium-driver`; or set FATHOM_CHROMIUM and FATHOM_CHROMEDRIVER"
-            .into()),
+                .into(),
+        ),
     }
 }
 
@@ -157,9 +159,15 @@ impl Browser {
         let req = match method {
             "GET" => self.http.get(&url),
             "DELETE" => self.http.delete(&url),
-            _ => self.http.post(&url).json(&body.unwrap_or_else(|| json!({}))),
+            _ => self
+                .http
+                .post(&url)
+                .json(&body.unwrap_or_else(|| json!({}))),
         };
-        let resp = req.send().await.map_err(|e| format!("{method} {path}: {e}"))?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| format!("{method} {path}: {e}"))?;
         let status = resp.status();
         let v: Value = resp
             .json()
@@ -215,8 +223,11 @@ impl Browser {
             inner[1].as_u64().unwrap_or(height.into()) as u32,
         );
         if (w, h) != (width, height) {
-            self.set_window(width + width.saturating_sub(w), height + height.saturating_sub(h))
-                .await;
+            self.set_window(
+                width + width.saturating_sub(w),
+                height + height.saturating_sub(h),
+            )
+            .await;
         }
     }
 

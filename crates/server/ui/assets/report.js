@@ -5,7 +5,7 @@
 import * as api from './api.js';
 import { fill, h, plural } from './dom.js';
 import { renderMarkdown, inlineText, safeHref } from './markdown.js';
-import { baseUrl, reportBody, reportSources } from './run-state.js';
+import { baseUrl, reportBody, reportSources, shortUrl } from './run-state.js';
 
 /** The cited sources: the result's list when there is one, else the report's own. */
 export function citedSources(run) {
@@ -47,7 +47,7 @@ function addressView(url) {
     return h('a', { href, target: '_blank', rel: 'noopener noreferrer', class: 'source-url' }, url);
   }
   // Local files (file://) cannot be opened from a web page: the stored copy stands in.
-  return h('span', { class: 'source-url' }, url.replace(/^file:\/\//, ''));
+  return h('span', { class: 'source-url', title: url.replace(/^file:\/\//, '') }, shortUrl(url));
 }
 
 /** Renders the report into `el`. `citeHref(n)` is where citation n leads. */

@@ -131,6 +131,7 @@ export function apply(run, env, seq) {
       // The researcher's first input is the plan as approved: the gate is passed.
       if (name.startsWith('researcher') && (run.phase === 'review' || run.phase === 'planning')) {
         run.phase = 'running';
+        if (run.agents.has('planner')) run.agents.get('planner').doing = 'plan approved';
         if (name === 'researcher') run.approvedPlanText = said;
         changed.add('plan');
       }
@@ -211,11 +212,21 @@ function firstLine(s) {
   return line.length > 160 ? `${line.slice(0, 157)}…` : line;
 }
 
+/** A URL as a person reads it: a local file by its folder and name, a web page without its scheme. */
+export function shortUrl(url) {
+  const u = String(url || '');
+  if (u.startsWith('file://')) {
+    const parts = u.slice(7).split('/').filter(Boolean);
+    return parts.length > 2 ? `…/${parts.slice(-2).join('/')}` : u.slice(7);
+  }
+  return u.replace(/^https?:\/\//, '');
+}
+
 export function describeCall(tool, kwargs) {
   switch (tool) {
     case 'web_search': return `searching “${kwargs.query || ''}”`;
-    case 'fetch_url': return `reading ${kwargs.url || ''}`;
-    case 'parse_content': return `parsing ${kwargs.url || ''}`;
+    case 'fetch_url': return `reading ${shortUrl(kwargs.url)}`;
+    case 'parse_content': return `parsing ${shortUrl(kwargs.url)}`;
     case 'update_report': return `writing “${kwargs.section || ''}”`;
     case 'decompose_query': return 'drafting the plan';
     default: return `calling ${tool}`;
@@ -266,6 +277,7 @@ function toolResult(run, entry, changed) {
         if (raw.file_id) s.fileId = raw.file_id;
         if (raw.content_type) s.contentType = raw.content_type;
         a.reads += 1;
+        a.doing = `read ${shortUrl(url)}`;
       }
       changed.add('sources');
       break;
@@ -278,7 +290,10 @@ function toolResult(run, entry, changed) {
         s.status = 'failed';
         s.error = entry.text;
       } else {
-        if (raw.title) s.title = raw.title;
+        if (raw.title) {
+          s.title = raw.title;
+          a.doing = `read “${raw.title}”`;
+        }
         if (raw.file_id) s.parsedId = raw.file_id;
         if (raw.pages) s.pages = raw.pages;
         if (raw.byline) s.byline = raw.byline;

@@ -7,7 +7,7 @@ import * as api from './api.js';
 import { announce, fill, h, jsonText, plural } from './dom.js';
 import { planReviewForm, planSummary } from './plan-review.js';
 import { renderReport, renderSources, reportStatus, artifactLink } from './report.js';
-import { TERMINAL, apply, applySession, describeCall, newRun } from './run-state.js';
+import { TERMINAL, apply, applySession, describeCall, newRun, shortUrl } from './run-state.js';
 import { statusBadge } from './home.js';
 
 const TIMELINE_LIMIT = 400;
@@ -475,14 +475,36 @@ function entryView(e) {
   }
 }
 
+function size(bytes) {
+  if (!(bytes >= 0)) return '';
+  if (bytes < 1000) return `${bytes} bytes`;
+  if (bytes < 1e6) return `${(bytes / 1000).toFixed(1)} kB`;
+  return `${(bytes / 1e6).toFixed(1)} MB`;
+}
+
+/** What a known tool's result says, in brief (its full text is in the stream). */
+function known(e) {
+  const raw = e.raw || {};
+  if (e.tool === 'fetch_url' && raw.size !== undefined) {
+    return `(${[size(raw.size), raw.content_type].filter(Boolean).join(', ')})`;
+  }
+  if (e.tool === 'parse_content' && raw.words !== undefined) {
+    return `(${plural(raw.words, 'word')}${raw.pages ? `, ${plural(raw.pages, 'page')}` : ''})`;
+  }
+  return '';
+}
+
 function toolView(e, who) {
   const kw = e.kwargs || {};
   const state = e.pending ? 'pending' : e.error ? 'error' : 'ok';
   let what;
   switch (e.tool) {
     case 'web_search': what = h('span', {}, 'Searched ', h('q', { class: 'query' }, kw.query || '')); break;
-    case 'fetch_url': what = h('span', {}, e.error ? 'Could not read ' : 'Read ', h('span', { class: 'url' }, clip(String(kw.url || '').replace(/^file:\/\//, ''), 120))); break;
-    case 'parse_content': what = h('span', {}, 'Parsed ', h('span', { class: 'url' }, clip((e.raw && e.raw.title) || String(kw.url || '').replace(/^file:\/\//, ''), 120))); break;
+    case 'fetch_url': what = h('span', {}, e.error ? 'Could not read ' : 'Read ', h('span', { class: 'url', title: String(kw.url || '') }, clip(shortUrl(kw.url), 120))); break;
+    case 'parse_content': what = e.raw && e.raw.title
+      ? h('span', {}, 'Parsed ', h('q', { title: String(kw.url || '') }, clip(e.raw.title, 120)))
+      : h('span', {}, 'Parsed ', h('span', { class: 'url', title: String(kw.url || '') }, clip(shortUrl(kw.url), 120)));
+      break;
     case 'update_report': what = h('span', {}, 'Updated the report: ', h('q', {}, kw.section || '')); break;
     case 'decompose_query': what = h('span', {}, 'Drafted the plan'); break;
     default: what = h('span', {}, TOOL_LABEL[e.tool] || `Called ${e.tool}`);
@@ -493,7 +515,8 @@ function toolView(e, who) {
         ? h('details', {}, h('summary', {}, plural(e.raw.hits.length, 'result')),
           h('ul', { class: 'plain-list' }, e.raw.hits.map((hit) => h('li', {}, hit.title || hit.url))))
         : e.tool === 'update_report' || e.tool === 'decompose_query' ? null
-          : e.text ? h('span', { class: 'muted entry-result' }, ` ${clip(e.text.split('\n')[0], 160)}`) : null;
+          : known(e) ? h('span', { class: 'muted entry-result' }, ` ${known(e)}`)
+            : e.text ? h('span', { class: 'muted entry-result' }, ` ${clip(e.text.split('\n')[0], 160)}`) : null;
   return h('li', { class: `entry entry-tool entry-${state}`, 'data-kind': 'tool', 'data-tool': e.tool || '', 'data-state': state },
     who, h('span', { class: 'entry-text' }, what), detail);
 }

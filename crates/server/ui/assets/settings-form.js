@@ -7,7 +7,10 @@ import { h, uid } from './dom.js';
 
 /** "max_sources" as "Max sources". */
 export function humanize(key) {
-  const s = String(key).replace(/_/g, ' ').replace(/\s+/g, ' ').trim();
+  const s = String(key)
+    .replace(/_ms$/, ' (ms)')
+    .replace(/_seconds$/, ' (seconds)')
+    .replace(/_/g, ' ').replace(/\s+/g, ' ').trim();
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
