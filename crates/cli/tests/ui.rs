@@ -481,6 +481,13 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         "the stored copy is the source read"
     );
 
+    // The plan shown is the one approved, with the edit.
+    b.click_css("#plan-details > summary").await;
+    b.wait_for_text("#plan-details .queries-ro", "threads channels closures")
+        .await;
+    b.wait_for_text("#plan-details > summary", "as edited")
+        .await;
+
     // A second session, so that searching the list means something.
     let other: Value = http()
         .post(format!(
@@ -502,7 +509,8 @@ async fn start_edit_approve_watch_cite_and_reopen() {
     b.wait_until(
         "the completed run after a reload",
         "return document.querySelector('#run-status').dataset.status === 'completed' \
-           && document.querySelectorAll('#report a.cite').length > 0;",
+           && document.querySelectorAll('#report a.cite').length > 0 \
+           && document.querySelector('#plan-details > summary').textContent.includes('as edited');",
         vec![],
     )
     .await;

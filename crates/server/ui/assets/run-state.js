@@ -15,8 +15,9 @@ export function newRun(id) {
     plan: null,
     planRound: 0,
     planKwargs: null,
-    /** The plan as approved (from the researcher's first input). */
-    approvedPlanText: null,
+    /** The plan as approved (an edited one differs from the proposal): from the decision
+     * sent here, the saved session, or the result. */
+    approvedPlan: null,
     /** Settings from the saved session, when known. */
     requireApproval: null,
     agents: new Map(), // name -> {name, doing, searches, reads, lastAt}
@@ -132,7 +133,6 @@ export function apply(run, env, seq) {
       if (name.startsWith('researcher') && (run.phase === 'review' || run.phase === 'planning')) {
         run.phase = 'running';
         if (run.agents.has('planner')) run.agents.get('planner').doing = 'plan approved';
-        if (name === 'researcher') run.approvedPlanText = said;
         changed.add('plan');
       }
       changed.add('agents');
@@ -344,6 +344,7 @@ function stop(run, env) {
       if (typeof v.report_markdown === 'string' && v.report_markdown) run.reportMarkdown = v.report_markdown;
       if (v.query && !run.query) run.query = v.query;
       if (v.plan && !run.plan) run.plan = v.plan;
+      if (v.plan) run.approvedPlan = v.plan;
   }
 }
 
@@ -361,6 +362,8 @@ export function applySession(run, session) {
     run.plan = session.plan;
     run.planRound = Math.max(run.planRound, session.round || 1);
   }
+  // Past the gate, the session's plan is the one approved.
+  if (session.plan && ['running', 'completed', 'failed'].includes(session.status)) run.approvedPlan = session.plan;
   if (session.report_markdown && !run.reportMarkdown) run.reportMarkdown = session.report_markdown;
   for (const s of session.sources || []) {
     if (!s || !s.url) continue;

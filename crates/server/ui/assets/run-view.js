@@ -132,7 +132,7 @@ export function mountRun(main, id) {
   }
 
   function drawPlan() {
-    const key = `${run.phase}:${run.planRound}:${run.status}:${run.requireApproval}`;
+    const key = `${run.phase}:${run.planRound}:${run.status}:${run.requireApproval}:${JSON.stringify(run.approvedPlan)}`;
     if (key === planKey) return;
     planKey = key;
     const gate = run.phase === 'review' && run.status === 'running' && run.requireApproval !== false && !run.gone;
@@ -148,6 +148,7 @@ export function mountRun(main, id) {
         feedbackSoFar: Array.isArray(kwargs.feedback) ? kwargs.feedback : [],
         decide: async (decision) => {
           await api.sendDecision(id, decision);
+          if (decision.approved) run.approvedPlan = decision.plan || run.plan;
           if (!decision.approved) {
             announce('Feedback sent. Re-planning.');
           } else {
@@ -163,8 +164,12 @@ export function mountRun(main, id) {
         h('details', {}, h('summary', {}, `The previous plan (round ${run.planRound})`), planSummary(run.plan)));
       return;
     }
-    const label = run.status === 'running' || run.status === 'completed' ? `Plan (approved, round ${run.planRound || 1})` : `Plan (round ${run.planRound || 1})`;
-    fill(planBody, h('details', { class: 'plan-details' }, h('summary', {}, label), planSummary(run.plan)));
+    const approved = run.approvedPlan;
+    const edited = approved && JSON.stringify(approved) !== JSON.stringify(run.plan);
+    const label = approved || run.status === 'running'
+      ? `Plan (approved${edited ? ' as edited' : ''}, round ${run.planRound || 1})`
+      : `Plan (round ${run.planRound || 1})`;
+    fill(planBody, h('details', { class: 'plan-details', id: 'plan-details' }, h('summary', {}, label), planSummary(approved || run.plan)));
   }
 
   function drawAgents() {
@@ -256,7 +261,15 @@ export function mountRun(main, id) {
     if (changed.has('report') || changed.has('plan')) drawReport();
     if (changed.has('sources') || changed.has('plan')) drawSources();
     if (run.planRound !== wasRound && run.phase === 'review') announce(`Plan ready for review (round ${run.planRound}).`);
-    else if (wasPhase !== run.phase && run.phase === 'running') announce('Research started.');
+    else if (wasPhase !== run.phase && run.phase === 'running') {
+      announce('Research started.');
+      // The plan as approved is saved with the decision (it may have been edited elsewhere).
+      api.findSession(id).then((s) => {
+        if (destroyed || !s) return;
+        applySession(run, s);
+        drawPlan();
+      }).catch(() => {});
+    }
     if (changed.has('report') && run.lastSection && run.status === 'running') announce(`Report updated: ${run.lastSection}.`);
     if (TERMINAL.has(run.status)) finished();
   }
