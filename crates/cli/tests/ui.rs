@@ -63,6 +63,11 @@ impl Drop for Served {
 
 impl Served {
     fn start(env: &Env, port: u16, api_key: Option<&str>) -> Served {
+        Served::start_with(env, port, api_key, &[])
+    }
+
+    /// With more environment variables (a model server, say).
+    fn start_with(env: &Env, port: u16, api_key: Option<&str>, vars: &[(&str, &str)]) -> Served {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_fathom"));
         cmd.current_dir(env.tmp.path())
             .env_remove("DATABASE_URL")
@@ -70,6 +75,8 @@ impl Served {
             .env_remove("FATHOM_CRASH_AT")
             .env_remove("FATHOM_CORS_ORIGINS")
             .env_remove("OPENAI_MODEL")
+            .env_remove("OPENAI_BASE_URL")
+            .envs(vars.iter().copied())
             .args(["--database-url", &env.db, "serve", "--port"])
             .arg(port.to_string())
             .arg("--corpus")
@@ -754,9 +761,9 @@ fn para2_has(r: &Value, text: &str) -> bool {
 /// renders what reports contain; events and plan fields the UI does not know are shown as
 /// they are (another workflow version may add them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn markdown_and_unknown_fields_in_the_browser() {
-    let env = env();
-    let served = Served::start(&env, free_port(), None);
+async fn markdown_unknown_fields_and_a_failed_run_in_the_browser() {
+    let corpus_env = env();
+    let served = Served::start(&corpus_env, free_port(), None);
     let b = browser(1024, 768).await;
     b.goto(&format!("{}/", served.root)).await;
     b.wait_for("#question").await;
@@ -881,5 +888,48 @@ async fn markdown_and_unknown_fields_in_the_browser() {
         r["failed"],
         json!(["failed", "the model server refused the key"])
     );
+    drop(served);
+
+    // A run that fails, end to end: a model server that refuses the key. The page says the
+    // run failed and why.
+    let refusing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let model_url = format!("http://{}/v1", refusing.local_addr().unwrap());
+    tokio::spawn(async move {
+        let app = axum::Router::new().fallback(|| async {
+            (
+                axum::http::StatusCode::UNAUTHORIZED,
+                axum::Json(json!({"error": {"message": "Incorrect API key provided"}})),
+            )
+        });
+        axum::serve(refusing, app).await.unwrap();
+    });
+    let failing = env();
+    let served = Served::start_with(
+        &failing,
+        free_port(),
+        None,
+        &[
+            ("OPENAI_MODEL", "some-model"),
+            ("OPENAI_BASE_URL", &model_url),
+        ],
+    );
+    b.goto(&format!("{}/", served.root)).await;
+    b.fill("#question", QUESTION).await;
+    b.click_css("#start-button").await;
+    b.wait_until(
+        "the run to fail",
+        "return document.querySelector('#run-status') \
+           && document.querySelector('#run-status').dataset.status === 'failed';",
+        vec![],
+    )
+    .await;
+    let alert = b.wait_for_text("#run-alert", "The run failed").await;
+    let alert = b.text(&alert).await;
+    assert!(
+        alert.contains("Incorrect API key provided") || alert.contains("401"),
+        "the reason is shown: {alert}"
+    );
+    assert!(b.find("#cancel-button").await.is_none());
+    shot(&b, "failed-run", false).await;
     drop(served);
 }

@@ -78,6 +78,7 @@ export function mountRun(main, id) {
     article.dataset.status = run.status;
     article.dataset.phase = run.phase;
     phase.textContent = TERMINAL.has(run.status) ? '' : (PHASE_TEXT[run.phase] || '');
+    phase.hidden = !phase.textContent;
     const q = run.query || (run.plan && run.plan.question) || '';
     title.textContent = q || 'Research';
     document.title = q ? `${q} · Fathom` : 'Fathom';
