@@ -144,7 +144,7 @@ function citedItem(s, run) {
       addressView(baseUrl(s.url)),
       known.fileId
         ? h('span', { class: 'source-actions' },
-          artifactLink(known.fileId, page ? `Download the stored copy (go to page ${page})` : 'Download the stored copy', name))
+          artifactLink(known.fileId, 'Download the stored copy', name))
         : null));
 }
 

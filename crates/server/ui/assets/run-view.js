@@ -69,6 +69,16 @@ export function mountRun(main, id) {
       side));
   fill(main, article);
 
+  // A citation already in the address still takes the reader to its source when clicked.
+  reportEl.addEventListener('click', (ev) => {
+    const a = ev.target.closest('a.cite');
+    if (a && location.hash === a.getAttribute('href')) {
+      ev.preventDefault();
+      pendingFocus = Number(a.dataset.n);
+      tryFocus();
+    }
+  });
+
   // ---- Drawing ----
 
   function drawStatus() {
