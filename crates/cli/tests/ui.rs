@@ -162,14 +162,13 @@ fn shots() -> Option<PathBuf> {
 }
 
 /// Saves a screenshot named `name` if screenshots were asked for. The focus ring and caret are
-/// taken off first, so the picture shows the page as a reader sees it; `settle` lets the
-/// highlight of a fresh report section fade first.
-async fn shot(b: &Browser, name: &str, settle: bool) {
-    shot_sized(b, name, settle, None).await;
+/// taken off first, so the picture shows the page as a reader sees it.
+async fn shot(b: &Browser, name: &str) {
+    shot_sized(b, name, None).await;
 }
 
 /// A screenshot with the page `height` pixels tall for the picture (then as it was).
-async fn shot_sized(b: &Browser, name: &str, settle: bool, height: Option<(u32, u32)>) {
+async fn shot_sized(b: &Browser, name: &str, height: Option<(u32, u32)>) {
     if let Some(dir) = shots() {
         if let Some((_, tall)) = height {
             let w = b.exec("return window.innerWidth;", vec![]).await;
@@ -181,9 +180,7 @@ async fn shot_sized(b: &Browser, name: &str, settle: bool, height: Option<(u32, 
             vec![],
         )
         .await;
-        if settle {
-            tokio::time::sleep(Duration::from_millis(3200)).await;
-        }
+        b.exec(AT_REST, vec![]).await;
         b.save_screenshot(&dir.join(format!("{name}.png"))).await;
         if let Some((usual, _)) = height {
             let w = b.exec("return window.innerWidth;", vec![]).await;
@@ -236,9 +233,13 @@ for (const el of document.querySelectorAll('body *')) {
 return { checked, fails };
 "#;
 
+/// Ends the highlight of freshly written report sections (an animation), so the page is
+/// measured and pictured at rest.
+const AT_REST: &str =
+    "document.querySelectorAll('.fresh').forEach((e) => e.classList.remove('fresh'));";
+
 async fn assert_contrast(b: &Browser, screen: &str) {
-    // Wait for any highlight animation to end: it is checked at rest.
-    tokio::time::sleep(Duration::from_millis(3200)).await;
+    b.exec(AT_REST, vec![]).await;
     let r = b.exec(CONTRAST, vec![]).await;
     assert!(r["checked"].as_u64().unwrap_or(0) > 5, "{screen}: {r}");
     assert_eq!(
@@ -353,7 +354,7 @@ async fn start_edit_approve_watch_cite_and_reopen() {
     assert_controls_named(&b, "home").await;
     assert_fits(&b, "home").await;
     b.fill("#question", QUESTION).await;
-    shot(&b, "start", false).await;
+    shot(&b, "start").await;
     assert_contrast(&b, "home").await;
 
     // A bad value is refused with the server's message, and nothing starts.
@@ -389,7 +390,7 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         "{queries}"
     );
     b.wait_for_text("#plan-form", "Report outline").await;
-    shot(&b, "plan-review", false).await;
+    shot(&b, "plan-review").await;
     b.fill(
         "[data-list=query] li:first-child input",
         "threads channels closures",
@@ -408,7 +409,7 @@ async fn start_edit_approve_watch_cite_and_reopen() {
     .await;
     b.wait_for_text("#agents", "pages read").await;
     assert_fits(&b, "live run").await;
-    shot(&b, "live-run", false).await;
+    shot(&b, "live-run").await;
 
     // The run ends; a report section was on screen before it did.
     b.wait_until_for(
@@ -443,7 +444,7 @@ async fn start_edit_approve_watch_cite_and_reopen() {
     let cites = b.find_all("#report a.cite").await;
     assert!(!cites.is_empty(), "no citation links");
     assert_contrast(&b, "finished report").await;
-    shot_sized(&b, "report", true, Some((900, 1500))).await;
+    shot_sized(&b, "report", Some((900, 1500))).await;
     let n = b
         .exec(
             "return document.querySelector('#report a.cite').dataset.n;",
@@ -610,7 +611,7 @@ async fn narrow_keyboard_clarify_reject_with_feedback_and_cancel() {
     assert_fits(&b, "plan review at 390 px").await;
     assert_controls_named(&b, "plan review").await;
     assert_contrast(&b, "plan review at 390 px").await;
-    shot(&b, "plan-review-narrow", false).await;
+    shot(&b, "plan-review-narrow").await;
 
     // Re-planning needs something to go on.
     b.click_css("#reject-button").await;
