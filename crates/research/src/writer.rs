@@ -486,13 +486,7 @@ pub fn draft_sections(
                 .cloned()
                 .collect(),
         };
-        // The section's own words, in the heading a sentence stands under: a sentence under
-        // "Ownership Rules" belongs in "Rules and constraints".
-        let title_only: Vec<String> = title_terms
-            .iter()
-            .filter(|t| !q_terms.contains(t))
-            .cloned()
-            .collect();
+
         let rel: Vec<f64> = cands
             .iter()
             .zip(&about)
@@ -500,14 +494,7 @@ pub fn draft_sections(
                 if on_topic <= 0.0 || on_topic < floor {
                     return 0.0;
                 }
-                let under_title = title_only
-                    .iter()
-                    .filter(|t| c.heading_terms.contains(t))
-                    .count()
-                    .min(1) as f64;
-                let r = on_topic
-                    + 0.5 * bm25.score(c, &cue_terms)
-                    + 0.5 * under_title * bm25.max_idf(&title_only);
+                let r = on_topic + 0.5 * bm25.score(c, &cue_terms);
                 // Short exclamations and asides say little; full statements are preferred.
                 // (A list's items are short by nature: the list is the statement.)
                 let fullness = match c.list {
