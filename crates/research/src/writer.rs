@@ -140,6 +140,10 @@ const CAUSE: &[&str] = &[
     " ensure",
 ];
 
+/// What a sentence keeps of its relevance when the part it stands in holds none of the
+/// question's terms beyond its own (the rest comes with the part's share of them).
+const PART_BASE: f64 = 0.4;
+
 /// Items at most taken as one list.
 const MAX_LIST: usize = 8;
 /// A list item is a short block: at most this many characters.
@@ -157,7 +161,8 @@ struct Candidate {
     tf: BTreeMap<String, f64>,
     norm: f64,
     dangling: bool,
-    /// Terms of the heading the sentence stands under.
+    /// The heading the sentence stands under, and its terms (with an entry's label).
+    heading: String,
     heading_terms: Vec<String>,
     /// The text in lower case, padded with spaces, for phrase tests.
     lower: String,
@@ -317,6 +322,7 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
                     tf,
                     norm,
                     dangling,
+                    heading: block.heading.clone(),
                     heading_terms: heading_terms.clone(),
                     lower,
                     narration,
@@ -446,6 +452,31 @@ pub fn draft_sections(
                 return 0.0;
             }
             own + under * bm25.max_idf(&q_terms)
+        })
+        .collect();
+    // Where in the documents the question is answered: the part (document and heading) whose
+    // sentences and heading together hold the most of the question's terms, by weight. A
+    // sentence there is worth more than one that shares a word from elsewhere.
+    let mut parts: HashMap<(usize, &str), std::collections::BTreeSet<&str>> = HashMap::new();
+    for c in &cands {
+        let held = parts.entry((c.doc, c.heading.as_str())).or_default();
+        held.extend(c.tf.keys().map(String::as_str));
+        held.extend(c.heading_terms.iter().map(String::as_str));
+    }
+    let cover = |held: &std::collections::BTreeSet<&str>| -> f64 {
+        q_terms
+            .iter()
+            .filter(|t| held.contains(t.as_str()))
+            .map(|t| bm25.idf.get(t).copied().unwrap_or(0.0))
+            .sum()
+    };
+    let best_part = parts.values().map(cover).fold(0.0, f64::max).max(f64::EPSILON);
+    let about: Vec<f64> = cands
+        .iter()
+        .zip(about)
+        .map(|(c, a)| {
+            let part = cover(&parts[&(c.doc, c.heading.as_str())]) / best_part;
+            a * (PART_BASE + (1.0 - PART_BASE) * part)
         })
         .collect();
     let floor = MIN_SHARE * about.iter().cloned().fold(0.0, f64::max);
