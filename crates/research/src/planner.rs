@@ -112,7 +112,7 @@ pub(crate) fn form_of(question: &str) -> Form {
     for sep in [" vs. ", " vs ", " versus "] {
         if let Some((a, b)) = q.split_once(sep) {
             let a = a.trim_start_matches("compare ").trim();
-            return Form::Comparison(topic_of(a), topic_of(b.trim()));
+            return Form::Comparison(side_of(a), side_of(b));
         }
     }
     if let Some(rest) = q
@@ -123,7 +123,7 @@ pub(crate) fn form_of(question: &str) -> Form {
             .split_once(" and ")
             .or_else(|| rest.split_once(" with "))
     {
-        return Form::Comparison(topic_of(a), topic_of(b));
+        return Form::Comparison(side_of(a), side_of(b));
     }
     let first = q.split_whitespace().next().unwrap_or("");
     match first {
@@ -136,6 +136,16 @@ pub(crate) fn form_of(question: &str) -> Form {
         }
         _ => Form::General,
     }
+}
+
+/// A comparison's side without the setting the whole question is in ("a tuple in Python").
+fn side_of(text: &str) -> String {
+    let text = text.trim();
+    let text = match text.rsplit_once(" in ") {
+        Some((side, setting)) if setting.split_whitespace().count() <= 2 => side,
+        _ => text,
+    };
+    topic_of(text)
 }
 
 /// Content words of a phrase, in their original order.

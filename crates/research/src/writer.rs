@@ -203,9 +203,19 @@ fn complete(s: &str) -> bool {
     end.ends_with('.') || end.ends_with('!')
 }
 
-/// A sentence that points at another part of its book ("In Chapter 4 we ...").
+/// A sentence that points at another part of its book ("In Chapter 4 we ..."). A pointer in
+/// brackets ("(see later in this section)") is an aside: the sentence still says something.
 fn elsewhere(s: &str) -> bool {
-    let lower = s.to_lowercase();
+    let mut lower = String::with_capacity(s.len());
+    let mut depth = 0usize;
+    for c in s.to_lowercase().chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => lower.push(c),
+            _ => {}
+        }
+    }
     let words: Vec<&str> = lower.split_whitespace().collect();
     ELSEWHERE.iter().any(|p| lower.contains(p))
         || words.windows(2).any(|w| {
@@ -499,6 +509,11 @@ pub fn draft_sections(
         let cue_terms = unique(cue_terms);
         // What this section is about: one side of a comparison when its title names one, else
         // the question's subject.
+        let side_focus = sides
+            .iter()
+            .find(|side| side.iter().all(|t| title_terms.contains(t)) && sides.len() == 2)
+            .filter(|_| !sides.iter().all(|s| s.iter().all(|t| title_terms.contains(t))));
+        let focus_is_side = side_focus.is_some();
         let focus: Vec<String> = match sides
             .iter()
             .find(|side| side.iter().all(|t| title_terms.contains(t)) && sides.len() == 2)
@@ -532,7 +547,13 @@ pub fn draft_sections(
                     Some(_) => 1.0,
                     None => (c.terms.len() as f64 / 8.0).min(1.0),
                 };
-                let mut r = r * fullness * answers_form(c, &form, &sides);
+                // An overview of one side wants what is said of it, not the comparison.
+                let form_weight = if focus_is_side {
+                    1.0
+                } else {
+                    answers_form(c, &form, &sides)
+                };
+                let mut r = r * fullness * form_weight;
                 // A sentence whose subject is what the question (or, for one side of a
                 // comparison, the section) is about states something of it.
                 let opening: Vec<String> = terms(
@@ -543,7 +564,8 @@ pub fn draft_sections(
                         .join(" "),
                 );
                 if opening.iter().any(|t| focus.contains(t)) {
-                    r *= 1.3;
+                    // One side of a comparison, stated on its own, is what its overview needs.
+                    r *= if focus_is_side { 1.8 } else { 1.3 };
                 }
                 if c.dangling {
                     r *= 0.5;
