@@ -22,7 +22,7 @@ const BACKGROUND_HITS: usize = 5;
 /// Documents a simple answer reads.
 const SIMPLE_SOURCES: usize = 3;
 /// Sentences of a simple answer.
-const SIMPLE_SENTENCES: usize = 3;
+const SIMPLE_SENTENCES: usize = 4;
 /// The `web` mode's deadline, at most.
 const WEB_TIMEOUT_SECONDS: u64 = 180;
 /// Documents the `web` mode reads, at most.
