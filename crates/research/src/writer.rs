@@ -69,6 +69,9 @@ const ELSEWHERE: &[&str] = &[
 
 /// The voice of a guide talking to its reader, not a statement about the subject.
 const NARRATION: &[&str] = &[
+    " we ",
+    "we're",
+    "we’re",
     "we'll",
     "we’ll",
     "we will",
@@ -303,7 +306,10 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
                     Some(_) => s.chars().count() <= MAX_CHARS && !elsewhere(&s),
                     None => quotable(&s),
                 };
-                if !fits || home.get(&key) != Some(&d) || !seen.insert(key) {
+                // A list item stands with its list even when its words stand elsewhere too (a
+                // rule stated again later): the list is what is quoted.
+                let first = seen.insert(key.clone());
+                if !fits || (list.is_none() && (home.get(&key) != Some(&d) || !first)) {
                     continue;
                 }
                 let terms = terms(&s);
@@ -494,7 +500,7 @@ pub fn draft_sections(
     // Every sentence quoted so far, in any section: the report never says a thing twice.
     let mut quoted: Vec<usize> = Vec::new();
     let mut out = Vec::new();
-    for title in outline {
+    for (nth, title) in outline.iter().enumerate() {
         let title_terms = terms(title);
         let mut cue_terms: Vec<String> = title_terms
             .iter()
@@ -553,7 +559,17 @@ pub fn draft_sections(
                 } else {
                     answers_form(c, &form, &sides)
                 };
-                let mut r = r * fullness * form_weight;
+                // The opening section of any question says what the subject is.
+                let opening_section = nth == 0
+                    || title_terms
+                        .iter()
+                        .any(|t| t.starts_with("overview") || t.starts_with("definit"));
+                let defines = if opening_section && !focus_is_side {
+                    answers_form(c, &Form::Definition, &sides).max(1.0)
+                } else {
+                    1.0
+                };
+                let mut r = r * fullness * form_weight.max(defines);
                 // A sentence whose subject is what the question (or, for one side of a
                 // comparison, the section) is about states something of it.
                 let opening: Vec<String> = terms(
