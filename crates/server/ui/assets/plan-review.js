@@ -5,7 +5,7 @@
 import { h, jsonText, plural, uid } from './dom.js';
 import { humanize } from './settings-form.js';
 
-const KNOWN = new Set(['question', 'clarifying_questions', 'queries', 'outline']);
+const KNOWN = new Set(['question', 'clarifying_questions', 'queries', 'outline', 'background']);
 
 /** A read-only view of any JSON value: text, lists, key/value lists, or JSON. */
 export function valueView(value, depth = 0) {
@@ -22,11 +22,24 @@ export function valueView(value, depth = 0) {
   return h('dl', { class: 'kv' }, entries.map(([k, v]) => [h('dt', {}, humanize(k)), h('dd', {}, valueView(v, depth + 1))]));
 }
 
+/** What the first look at the local sources found, which shaped the plan. */
+function backgroundView(plan) {
+  const hits = Array.isArray(plan && plan.background) ? plan.background : [];
+  if (!hits.length) return null;
+  return h('section', { class: 'extra background', 'data-field': 'background' },
+    h('h4', {}, 'What the local sources say'),
+    h('ul', { class: 'plain-list' }, hits.map((b) => h('li', {},
+      h('strong', {}, b.heading && b.heading !== b.title ? `${b.title} › ${b.heading}` : (b.title || b.url || '')),
+      b.snippet ? h('span', { class: 'muted' }, ` ${b.snippet}`) : null))));
+}
+
 /** The plan's fields other than question, queries, outline and clarifying questions. */
 export function extraFields(plan) {
   const extras = Object.entries(plan || {}).filter(([k]) => !KNOWN.has(k));
-  if (!extras.length) return null;
+  const background = backgroundView(plan);
+  if (!extras.length && !background) return null;
   return h('div', { class: 'plan-extra' },
+    background,
     extras.map(([k, v]) => h('section', { class: 'extra', 'data-field': k },
       h('h4', {}, humanize(k)), valueView(v))));
 }

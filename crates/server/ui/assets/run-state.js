@@ -61,7 +61,8 @@ export function toolText(output) {
 function agentOf(run, tool, toolId) {
   const m = /-s\d+r(\d+)/.exec(toolId || '');
   if (m) return `researcher-${m[1]}`;
-  if (tool === 'decompose_query') return 'planner';
+  if (tool === 'decompose_query' || tool === 'search_local') return 'planner';
+  if (tool === 'route_query') return 'coordinator';
   if (tool === 'update_report') return 'writer';
   return run.lastResearcher || 'researcher';
 }
@@ -229,6 +230,8 @@ export function describeCall(tool, kwargs) {
     case 'parse_content': return `parsing ${shortUrl(kwargs.url)}`;
     case 'update_report': return `writing “${kwargs.section || ''}”`;
     case 'decompose_query': return 'drafting the plan';
+    case 'route_query': return 'choosing how to answer';
+    case 'search_local': return 'looking at the local sources';
     default: return `calling ${tool}`;
   }
 }

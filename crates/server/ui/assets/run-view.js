@@ -461,6 +461,8 @@ const TOOL_LABEL = {
   parse_content: 'Parsed',
   update_report: 'Updated the report',
   decompose_query: 'Drafted the plan',
+  route_query: 'Chose how to answer:',
+  search_local: 'Looked at the local sources:',
 };
 
 function clip(s, n) {
