@@ -486,7 +486,11 @@ pub fn draft_sections(
             .map(|t| bm25.idf.get(t).copied().unwrap_or(0.0))
             .sum()
     };
-    let best_part = parts.values().map(cover).fold(0.0, f64::max).max(f64::EPSILON);
+    let best_part = parts
+        .values()
+        .map(cover)
+        .fold(0.0, f64::max)
+        .max(f64::EPSILON);
     let about: Vec<f64> = cands
         .iter()
         .zip(about)
@@ -518,19 +522,14 @@ pub fn draft_sections(
         let side_focus = sides
             .iter()
             .find(|side| side.iter().all(|t| title_terms.contains(t)) && sides.len() == 2)
-            .filter(|_| !sides.iter().all(|s| s.iter().all(|t| title_terms.contains(t))));
-        let focus_is_side = side_focus.is_some();
-        let focus: Vec<String> = match sides
-            .iter()
-            .find(|side| side.iter().all(|t| title_terms.contains(t)) && sides.len() == 2)
-        {
-            Some(side)
-                if !sides
+            .filter(|_| {
+                !sides
                     .iter()
-                    .all(|s| s.iter().all(|t| title_terms.contains(t))) =>
-            {
-                side.clone()
-            }
+                    .all(|s| s.iter().all(|t| title_terms.contains(t)))
+            });
+        let focus_is_side = side_focus.is_some();
+        let focus: Vec<String> = match side_focus {
+            Some(side) => side.clone(),
             // A term in most sentences ("rust" in a book about Rust) names no subject.
             _ => q_terms
                 .iter()
