@@ -83,7 +83,7 @@ pub struct Corpus {
     parser: ContentParser,
     /// Files that only gather what other files say (a printable all-in-one page), found after
     /// each refresh: search leaves them out, so a passage is found on its most specific page.
-    aggregates: std::sync::RwLock<Option<HashSet<String>>>,
+    aggregates: std::sync::RwLock<Option<Arc<HashSet<String>>>>,
 }
 
 /// Share of a file's passages that must stand word for word in other files for it to be an
@@ -91,6 +91,8 @@ pub struct Corpus {
 const AGGREGATE_SHARE: f64 = 0.5;
 /// ...and how many other files they must come from (a page quoted once by another is not).
 const AGGREGATE_SOURCES: usize = 3;
+/// A passage in more files than this is boilerplate (a footer, a licence), not a chapter's.
+const BOILERPLATE_HOMES: usize = 20;
 
 impl std::fmt::Debug for Corpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -265,13 +267,13 @@ impl Corpus {
             }
         }
         tx.commit().await.map_err(ie)?;
+        *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = None;
         report.skipped.sort();
         report.indexed =
             sqlx::query_scalar::<_, i64>("SELECT count(*) FROM files WHERE error IS NULL")
                 .fetch_one(&self.pool)
                 .await
                 .map_err(ie)? as usize;
-        *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = None;
         report.elapsed_ms = started.elapsed().as_millis();
         if report.indexed == 0 {
             let detail = match report.skipped.first() {
@@ -379,7 +381,7 @@ impl Corpus {
 
     /// The files that are aggregates of others (see [`AGGREGATE_SHARE`]), computed once per
     /// refresh from the passages' hashes.
-    async fn aggregates(&self) -> Result<HashSet<String>, CorpusError> {
+    async fn aggregates(&self) -> Result<Arc<HashSet<String>>, CorpusError> {
         if let Some(known) = self
             .aggregates
             .read()
@@ -400,23 +402,28 @@ impl Corpus {
         for (path, hash) in &rows {
             let entry = per_file.entry(path).or_default();
             entry.0 += 1;
-            let others: Vec<&str> = homes[hash.as_str()]
-                .iter()
-                .copied()
-                .filter(|p| *p != path)
-                .collect();
-            if !others.is_empty() {
+            let holders = &homes[hash.as_str()];
+            if holders.len() > 1 && holders.len() <= BOILERPLATE_HOMES {
                 entry.1 += 1;
-                entry.2.extend(others);
+                entry
+                    .2
+                    .extend(holders.iter().copied().filter(|p| *p != path));
             }
         }
+        // An aggregate is larger than each file it gathers from: copies of the same pages
+        // (two versions of a manual side by side) gather nothing and all stay searchable.
         let found: HashSet<String> = per_file
-            .into_iter()
+            .iter()
             .filter(|(_, (total, shared, from))| {
-                *shared as f64 >= AGGREGATE_SHARE * *total as f64 && from.len() >= AGGREGATE_SOURCES
+                *shared as f64 >= AGGREGATE_SHARE * *total as f64
+                    && from.len() >= AGGREGATE_SOURCES
+                    && from
+                        .iter()
+                        .all(|other| per_file.get(other).is_some_and(|o| o.0 < *total))
             })
             .map(|(path, _)| path.to_string())
             .collect();
+        let found = Arc::new(found);
         *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = Some(found.clone());
         Ok(found)
     }

@@ -226,8 +226,9 @@ pub fn markdown_blocks(markdown: &str) -> (Option<String>, Vec<Block>) {
                     .split_whitespace()
                     .collect::<Vec<_>>()
                     .join(" ")
-                    .trim_end_matches(['¶', '#', '🔗'])
+                    .trim_end_matches(['¶', '🔗'])
                     .trim_end()
+                    .trim_end_matches(" #")
                     .to_string();
                 if in_heading == Some(HeadingLevel::H1) && title.is_none() {
                     title = Some(h.clone());

@@ -112,7 +112,7 @@ pub(crate) fn form_of(question: &str) -> Form {
     for sep in [" vs. ", " vs ", " versus "] {
         if let Some((a, b)) = q.split_once(sep) {
             let a = a.trim_start_matches("compare ").trim();
-            return Form::Comparison(side_of(a), side_of(b));
+            return comparison(a, b);
         }
     }
     if let Some(rest) = q
@@ -123,7 +123,7 @@ pub(crate) fn form_of(question: &str) -> Form {
             .split_once(" and ")
             .or_else(|| rest.split_once(" with "))
     {
-        return Form::Comparison(side_of(a), side_of(b));
+        return comparison(a, b);
     }
     let first = q.split_whitespace().next().unwrap_or("");
     match first {
@@ -135,6 +135,17 @@ pub(crate) fn form_of(question: &str) -> Form {
             Form::Definition
         }
         _ => Form::General,
+    }
+}
+
+/// A comparison of `a` and `b`, each without the setting the question is in, unless that
+/// setting is what tells them apart ("error handling in Go vs error handling in Rust").
+fn comparison(a: &str, b: &str) -> Form {
+    let (sa, sb) = (side_of(a), side_of(b));
+    if sa.is_empty() || sb.is_empty() || sa == sb {
+        Form::Comparison(topic_of(a), topic_of(b.trim()))
+    } else {
+        Form::Comparison(sa, sb)
     }
 }
 

@@ -27,17 +27,15 @@ pub struct Route {
 }
 
 /// Words asking for what is new: only the web can know.
+/// ("current" and "now" are left out: "the current working directory" is no news.)
 const RECENT: &[&str] = &[
     "latest",
     "newest",
-    "current",
-    "currently",
     "today",
     "yesterday",
     "recent",
     "recently",
     "news",
-    "now",
     "upcoming",
     "announced",
 ];
@@ -98,14 +96,15 @@ const SHORT: usize = 14;
 /// Words from which a question is a research brief, whatever its form.
 const LONG: usize = 24;
 
-/// The mode for `question` by its form, and why.
-pub fn by_rules(question: &str) -> (Mode, String) {
+/// The mode for `question` by its form, and why. `web`: whether a web search is configured
+/// (without one, a question about what is new is researched in the local sources).
+pub fn by_rules(question: &str, web: bool) -> (Mode, String) {
     let q = format!(
         " {} ",
         question
             .to_lowercase()
             .replace(
-                |c: char| !(c.is_alphanumeric() || c == '\'' || c == '-' || c == '.'),
+                |c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'),
                 " "
             )
             .split_whitespace()
@@ -115,17 +114,29 @@ pub fn by_rules(question: &str) -> (Mode, String) {
     let words = q.split_whitespace().count();
     let questions = question.matches('?').count();
     if let Some(w) = RECENT.iter().find(|w| q.contains(&format!(" {w} "))) {
-        return (
-            Mode::Web,
-            format!("it asks about what is new (\"{w}\"): a quick look on the web"),
-        );
+        return if web {
+            (
+                Mode::Web,
+                format!("it asks about what is new (\"{w}\"): a quick look on the web"),
+            )
+        } else {
+            (
+                Mode::Deep,
+                format!(
+                    "it asks about what is new (\"{w}\"), and with no web search configured it is researched in the local sources"
+                ),
+            )
+        };
     }
     if let Some(p) = DEEP.iter().find(|p| q.contains(&format!(" {} ", p.trim()))) {
         return (
             Mode::Deep,
             format!(
                 "it asks for {} (\"{}\"): a planned, sectioned report",
-                if p.contains("vs") || p.contains("compar") || p.contains("differen") {
+                if ["vs", "vs.", "versus"].contains(&p.trim())
+                    || p.contains("compar")
+                    || p.contains("differen")
+                {
                     "a comparison"
                 } else {
                     "explanation or breadth"
@@ -142,7 +153,8 @@ pub fn by_rules(question: &str) -> (Mode, String) {
         );
     }
     let trimmed = q.trim_start();
-    if trimmed.starts_with("why ") || (trimmed.starts_with("how ") && q.contains(" work")) {
+    let works = q.contains(" work ") || q.contains(" works ");
+    if trimmed.starts_with("why ") || (trimmed.starts_with("how ") && works) {
         return (
             Mode::Deep,
             "it asks how or why something works: a planned, sectioned report".into(),
@@ -184,6 +196,9 @@ mod tests {
                 Mode::Deep,
             ),
             ("What is the latest release of Python?", Mode::Web),
+            ("How do I get the current working directory?", Mode::Simple),
+            ("How many workers does the pool use?", Mode::Simple),
+            ("Which changes were announced recently.", Mode::Web),
             ("Tokio vs async-std for a web server", Mode::Deep),
             ("honeybee winter survival", Mode::Deep),
             (
@@ -192,9 +207,13 @@ mod tests {
             ),
         ];
         for (q, want) in cases {
-            let (got, why) = by_rules(q);
+            let (got, why) = by_rules(q, true);
             assert_eq!(got, want, "{q}: {why}");
             assert!(!why.is_empty());
         }
+        let (mode, why) = by_rules("What is the latest release of Python?", false);
+        assert_eq!(mode, Mode::Deep, "no web search: {why}");
+        assert!(why.contains("no web search"), "{why}");
+        assert!(by_rules("Rust versus Go", true).1.contains("a comparison"));
     }
 }

@@ -89,16 +89,7 @@ const NARRATION: &[&str] = &[
 /// Words of a question that say what kind of answer it wants rather than what about: the
 /// cues of the section titles carry them, and as search terms they pull in any sentence
 /// that says "difference" or "work".
-const FORM_WORDS: &[&str] = &[
-    "differ",
-    "difference",
-    "compar",
-    "work",
-    "use",
-    "mean",
-    "explain",
-    "exampl",
-];
+const FORM_WORDS: &str = "differ differs difference differences compare comparison work works use uses mean means explain example examples";
 
 /// Signs of a sentence that answers a question of each form.
 const DEFINES: &[&str] = &[
@@ -306,10 +297,12 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
                     Some(_) => s.chars().count() <= MAX_CHARS && !elsewhere(&s),
                     None => quotable(&s),
                 };
-                // A list item stands with its list even when its words stand elsewhere too (a
-                // rule stated again later): the list is what is quoted.
-                let first = seen.insert(key.clone());
-                if !fits || (list.is_none() && (home.get(&key) != Some(&d) || !first)) {
+                // A sentence is quoted from its home document, once; a list item stands with its
+                // list even when its words stand elsewhere too (a rule stated again later).
+                if !fits || (list.is_none() && home.get(&key) != Some(&d)) {
+                    continue;
+                }
+                if !seen.insert(key) && list.is_none() {
                     continue;
                 }
                 let terms = terms(&s);
@@ -449,9 +442,10 @@ pub fn draft_sections(
         Form::Comparison(a, b) => vec![terms(a), terms(b)],
         _ => Vec::new(),
     };
+    let form_words = terms(FORM_WORDS);
     let q_terms: Vec<String> = unique(terms(question))
         .into_iter()
-        .filter(|t| !FORM_WORDS.iter().any(|f| t.starts_with(f)))
+        .filter(|t| !form_words.contains(t))
         .collect();
     // How much a sentence is about the question: its own words, and (less) the heading it
     // stands under, which names what a terse reference entry is about.

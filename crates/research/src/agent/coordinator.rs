@@ -32,7 +32,12 @@ explanation, comparison, several sources or a structured report. Answer with the
 object only.";
 
 /// The model's route, or the rules' when the model's answer cannot be used (with why).
-pub async fn route(ctx: &RunCtx, models: &Models, question: &str) -> Result<Route, StepError> {
+pub async fn route(
+    ctx: &RunCtx,
+    models: &Models,
+    question: &str,
+    web: bool,
+) -> Result<Route, StepError> {
     let request = ChatRequest {
         messages: vec![
             Message::system(SYSTEM),
@@ -75,7 +80,7 @@ pub async fn route(ctx: &RunCtx, models: &Models, question: &str) -> Result<Rout
         },
         Err(e) => e.message,
     };
-    let (mode, reason) = by_rules(question);
+    let (mode, reason) = by_rules(question, web);
     Ok(Route {
         mode,
         reason: format!("{reason} (the model's choice could not be used: {problem})"),

@@ -35,7 +35,10 @@ async fn plan_round(
     // With a model, the planner agent drafts the plan (it has no tools: phase A cannot reach
     // the web); `decompose_query` then records it, as it records the built-in planner's. A
     // quick look (`web` mode) is planned in one step, by rule: the question is the query.
-    let quick = state.route.as_ref().is_some_and(|r| r.mode == Mode::Web);
+    // (Feedback or answers on a quick plan go to the full planner: they ask for more.)
+    let quick = state.route.as_ref().is_some_and(|r| r.mode == Mode::Web)
+        && state.feedback.is_empty()
+        && state.answers.is_empty();
     let drafted = match &deps.models {
         Some(_) if quick => None,
         Some(models) => Some(

@@ -53,15 +53,16 @@ pub(super) async fn route_query(
         input: vec![ChatMessage::new("user", query.clone())],
         current_agent_name: COORDINATOR.into(),
     })?;
+    let web = !deps.tools.search.is_local();
     let chosen = match (settings.mode.forced(), &deps.models) {
         (Some(mode), _) => Route {
             mode,
             reason: "the mode setting asks for it".into(),
             by: RoutedBy::Setting,
         },
-        (None, Some(models)) => crate::agent::coordinator::route(&ctx, models, &query).await?,
+        (None, Some(models)) => crate::agent::coordinator::route(&ctx, models, &query, web).await?,
         (None, None) => {
-            let (mode, reason) = by_rules(&query);
+            let (mode, reason) = by_rules(&query, web);
             Route {
                 mode,
                 reason,
@@ -70,16 +71,7 @@ pub(super) async fn route_query(
         }
     };
     let mode = record(&ctx, json!({"query": query, "mode": settings.mode}), chosen).await?;
-    ctx.edit_state(|s| {
-        if mode == Mode::Web
-            && let Some(x) = s.settings.as_mut()
-        {
-            // A quick look: one light step, a short deadline, a few sources.
-            x.depth = Depth::Light;
-            x.timeout_seconds = x.timeout_seconds.min(WEB_TIMEOUT_SECONDS);
-            x.max_sources = x.max_sources.min(WEB_SOURCES);
-        }
-    });
+    settle(&ctx, mode);
     deps.save_session(&ctx.state()).await?;
     Ok(QueryRouted { mode })
 }
@@ -129,15 +121,18 @@ pub(super) async fn investigate_background(
             } else {
                 Mode::Web
             };
+            let why = if deps.tools.local.is_some() {
+                "nothing in the local sources matched the question"
+            } else {
+                "there is no local corpus to answer from"
+            };
             let route = Route {
                 mode,
-                reason: format!(
-                    "nothing in the local sources matched the question, so it is researched ({})",
-                    mode.as_str()
-                ),
+                reason: format!("{why}, so it is researched ({})", mode.as_str()),
                 by: RoutedBy::Rules,
             };
-            record(&ctx, json!({"query": query, "mode": "auto"}), route).await?;
+            mode = record(&ctx, json!({"query": query, "mode": "auto"}), route).await?;
+            settle(&ctx, mode);
         }
     }
     ctx.edit_state(|s| s.background = hits.clone());
@@ -168,6 +163,21 @@ pub(super) async fn investigate_background(
     });
     deps.save_session(&ctx.state()).await?;
     Ok(Either::Right(SourcesFound { hits: read }))
+}
+
+/// Fits the run's settings to its mode: a quick look is one light step with a short deadline
+/// and a few sources.
+fn settle(ctx: &RunCtx, mode: Mode) {
+    if mode != Mode::Web {
+        return;
+    }
+    ctx.edit_state(|s| {
+        if let Some(x) = s.settings.as_mut() {
+            x.depth = Depth::Light;
+            x.timeout_seconds = x.timeout_seconds.min(WEB_TIMEOUT_SECONDS);
+            x.max_sources = x.max_sources.min(WEB_SOURCES);
+        }
+    });
 }
 
 /// Puts the coordinator's choice on the stream (a `route_query` tool call, journaled) and in

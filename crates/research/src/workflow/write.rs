@@ -186,6 +186,13 @@ pub const SUMMARY: &str = "Summary";
 /// sections have something to say (a shorter report is its own summary). Each keeps its citation; the sections keep
 /// their sentences, so the summary is a reader's way in, not the only place a fact stands.
 fn summarize(sections: &mut Vec<(String, Vec<Quote>)>) {
+    // An outline with a summary of its own (a person's edit, a model's plan) keeps it.
+    if sections
+        .iter()
+        .any(|(t, _)| t.eq_ignore_ascii_case(SUMMARY))
+    {
+        return;
+    }
     let openers: Vec<Quote> = sections
         .iter()
         .filter_map(|(_, q)| q.first().cloned())
