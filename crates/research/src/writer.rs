@@ -607,14 +607,15 @@ pub fn draft_sections(
                 }
             }
             let Some((i, _)) = best else { break };
-            picks += 1;
-            // A list comes whole, in its order: its items mean little apart.
+            // A list comes whole, in its order: its items mean little apart. Its items count
+            // towards the section's sentences (the last pick may run over by the rest of a list).
             let members: Vec<usize> = match cands[i].list {
                 Some(l) => (0..cands.len())
                     .filter(|&j| cands[j].list == Some(l) && !used[j])
                     .collect(),
                 None => vec![i],
             };
+            picks += members.len();
             for j in members {
                 used[j] = true;
                 chosen.push(j);
