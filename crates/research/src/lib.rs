@@ -10,15 +10,13 @@
 //! - [`tools`]: `web_search`, `fetch_url`, `parse_content` and how a step calls them (journaled).
 //! - [`agent`]: the planner, researchers, reflection and writer with a model.
 //! - [`route`]: how a question is answered (simple, web or deep) by its form.
-//! - [`planner`], [`writer`]: the offline planner and extractive writer; [`report`]: the report
-//!   and its citations; [`eval`]: citation checks.
+//! - [`planner`]: the offline planner. The report and its citations, the extractive writer
+//!   and the report's measures are fathom-report's ([`report`], [`writer`], [`eval`]).
 //! - [`service`]: what the CLI and the server do with runs; [`sessions`]: saved sessions.
 
 pub mod agent;
-pub mod eval;
 pub mod events;
 pub mod planner;
-pub mod report;
 pub mod route;
 pub mod service;
 pub mod sessions;
@@ -26,7 +24,10 @@ pub mod settings;
 pub mod state;
 pub mod tools;
 pub mod workflow;
-pub mod writer;
+
+// The report, its writer and its measures live in fathom-report; re-exported so the workflow
+// and its users name them as before.
+pub use fathom_report::{eval, report, writer};
 
 pub use events::{ApproveEvent, ResearchResult, ResearchStart};
 pub use planner::Plan;

@@ -1,11 +1,15 @@
 //! The offline writer: relevant, non-redundant sentences, and bounded patches.
 
 use fathom_parse::ParsedDoc;
-use fathom_research::report::*;
-use fathom_research::writer::*;
+use fathom_report::report::*;
+use fathom_report::writer::*;
 
 fn doc(url: &str, paras: &[&str]) -> ParsedDoc {
-    fathom_testkit::fixtures::text_doc(url, paras, 100)
+    let blocks = fathom_parse::text::plain_blocks(&paras.join("\n\n"));
+    ParsedDoc {
+        words: 100,
+        ..ParsedDoc::new(url, url, fathom_parse::DocKind::Text, blocks)
+    }
 }
 
 #[test]

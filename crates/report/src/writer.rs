@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::planner::{Form, form_of};
+use crate::question::{Form, form_of};
 use crate::report::{Patch, Quote, Report, ReportError};
 use fathom_parse::ParsedDoc;
 use fathom_parse::text::{sentences, terms};
