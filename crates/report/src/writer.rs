@@ -558,7 +558,7 @@ pub fn draft_sections(
                         .iter()
                         .any(|t| t.starts_with("overview") || t.starts_with("definit"));
                 let defines = if opening_section && !focus_is_side {
-                    answers_form(c, &Form::Definition, &sides).max(1.0)
+                    answers_form(c, &Form::Definition, &sides)
                 } else {
                     1.0
                 };

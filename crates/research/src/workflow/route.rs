@@ -141,12 +141,15 @@ pub(super) async fn investigate_background(
     }
     // A direct answer: the question's own plan (one section), no gate, the best local
     // documents read next.
-    let read: Vec<SearchHit> = hits.iter().fold(Vec::<SearchHit>::new(), |mut acc, h| {
-        if !acc.iter().any(|a| a.url == h.url) && acc.len() < SIMPLE_SOURCES {
-            acc.push(h.clone());
+    let mut read: Vec<SearchHit> = Vec::new();
+    for h in hits.iter().filter(|h| !h.url.is_empty()) {
+        if read.len() == SIMPLE_SOURCES {
+            break;
         }
-        acc
-    });
+        if !read.iter().any(|r| r.url == h.url) {
+            read.push(h.clone());
+        }
+    }
     ctx.edit_state(|s| {
         s.plan = Some(Plan {
             question: s.query.clone(),
