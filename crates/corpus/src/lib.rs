@@ -23,7 +23,7 @@ pub const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 const MAX_FILES: usize = 200_000;
 const MAX_DEPTH: usize = 32;
 const PASSAGE_CHARS: usize = 1200;
-const INDEX_VERSION: &str = "2";
+const INDEX_VERSION: &str = "3";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CorpusError {

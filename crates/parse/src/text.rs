@@ -24,12 +24,13 @@ pub fn is_stopword(word: &str) -> bool {
     STOPWORDS.binary_search(&word).is_ok()
 }
 
-/// Lower-cased words of `text` (letters, digits, and inner `_`), in order.
+/// Lower-cased words of `text` (letters, digits, and inner `_`), in order. A Markdown escape
+/// is not a break: `lru\_cache` in parsed text is the word `lru_cache` a question names.
 pub fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .map(|w| w.trim_matches('_'))
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\\'))
+        .map(|w| w.replace('\\', ""))
+        .map(|w| w.trim_matches('_').to_lowercase())
         .filter(|w| !w.is_empty())
-        .map(|w| w.to_lowercase())
         .collect()
 }
 
@@ -61,11 +62,43 @@ pub fn stem(word: &str) -> String {
 
 /// Content terms of `text`: stemmed words without stopwords or one-letter noise.
 pub fn terms(text: &str) -> Vec<String> {
-    words(text)
+    let mut out: Vec<String> = words(text)
         .into_iter()
         .filter(|w| w.chars().count() > 1 && !is_stopword(w))
         .map(|w| stem(&w))
-        .collect()
+        .collect();
+    out.extend(symbols(text));
+    out
+}
+
+/// Operators that name something on their own in a programming manual ("the `/` in a
+/// parameter list", "what does `**` mean"): a question about one must find the sentences
+/// that show it. Longest first, so `**` is not read as `*`.
+const SYMBOLS: &[&str] = &["**", "->", ":=", "//", "/", "*", "@", "%"];
+
+/// Operators written before a name (`*args`, `**kwargs`, `@decorator`): the operator is what
+/// a reader asks about, whatever the name.
+const PREFIXES: &[&str] = &["**", "*", "@"];
+
+fn prefixes_a_name(token: &str, op: &str) -> bool {
+    token
+        .strip_prefix(op)
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_alphabetic() || c == '_'))
+}
+
+/// The operators of [`SYMBOLS`] that stand alone in `text` (between spaces, perhaps in a
+/// code span or brackets), as terms.
+fn symbols(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split_whitespace().filter_map(|token| {
+        let bare = token
+            .trim_start_matches(['`', '(', '\\', '"', '\''])
+            .trim_end_matches(['`', ')', ',', '.', ';', ':', '"', '\'']);
+        SYMBOLS
+            .iter()
+            .find(|s| **s == bare)
+            .or_else(|| PREFIXES.iter().find(|p| prefixes_a_name(bare, p)))
+            .map(|s| s.to_string())
+    })
 }
 
 const ABBREVIATIONS: &[&str] = &[
@@ -277,7 +310,30 @@ pub fn markdown_blocks(markdown: &str) -> (Option<String>, Vec<Block>) {
         }
     }
     flush(&mut buf, &heading, &mut blocks, items > 0);
-    (title, blocks)
+    (title, join_interrupted(blocks))
+}
+
+/// Joins a sentence a dropped code block cut in two ("When you run a module with [code] the
+/// code in the module will be executed ..."): a paragraph that starts in lower case goes on
+/// from the one before it when that one did not end a sentence. The cut is marked "…", so
+/// the text never reads as if nothing stood there.
+fn join_interrupted(blocks: Vec<Block>) -> Vec<Block> {
+    let mut out: Vec<Block> = Vec::with_capacity(blocks.len());
+    for block in blocks {
+        if let Some(prev) = out.last_mut()
+            && !prev.item
+            && !block.item
+            && prev.heading == block.heading
+            && block.text.starts_with(|c: char| c.is_lowercase())
+            && !prev.text.ends_with(['.', '!', '?'])
+        {
+            prev.text.push_str(" … ");
+            prev.text.push_str(&block.text);
+            continue;
+        }
+        out.push(block);
+    }
+    out
 }
 
 /// Plain-text blocks: paragraphs separated by blank lines, escaped for Markdown.
@@ -344,6 +400,46 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_sentence_cut_by_a_code_block_is_joined_with_the_cut_marked() {
+        let md = "## Scripts\n\nWhen you run a module with\n\n```\npython fibo.py 50\n```\n\nthe code in the module runs.\n\nA new sentence.\n\n```\nx = 1\n```\n\nlower case after a full stop stays apart.\n";
+        let (_, blocks) = markdown_blocks(md);
+        let texts: Vec<&str> = blocks.iter().map(|b| b.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "When you run a module with … the code in the module runs.",
+                "A new sentence.",
+                "lower case after a full stop stays apart.",
+            ]
+        );
+    }
+
+    #[test]
+    fn escaped_names_and_operators_are_terms_a_question_can_name() {
+        // Parsed text escapes `_` and `*`; a question names them plainly.
+        assert_eq!(
+            terms("the lru\\_cache decorator"),
+            terms("the lru_cache decorator")
+        );
+        assert!(terms("functools.lru_cache").contains(&"lru_cache".to_string()));
+        let parsed = terms("Positional-only parameters are placed before a `/` (forward-slash).");
+        assert!(parsed.contains(&"/".to_string()), "{parsed:?}");
+        let question = terms("What do the / and * symbols mean?");
+        assert!(question.contains(&"/".to_string()) && question.contains(&"*".to_string()));
+        let splat = terms("What do *args and **kwargs mean?");
+        assert!(
+            splat.contains(&"*".to_string()) && splat.contains(&"**".to_string()),
+            "{splat:?}"
+        );
+        assert!(
+            terms("a parameter of the form `**name` receives a dictionary")
+                .contains(&"**".to_string())
+        );
+        // A path or a fraction is not an operator term.
+        assert!(!terms("see /usr/bin and 1/2").iter().any(|t| t == "/"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::question::{Form, form_of};
 use crate::report::{Patch, Quote, Report, ReportError};
 use fathom_parse::ParsedDoc;
-use fathom_parse::text::{sentences, terms};
+use fathom_parse::text::{sentences, stem, terms};
 
 const MIN_CHARS: usize = 40;
 /// Longer sentences are rarely quotable and could not fit a small update limit.
@@ -138,6 +138,15 @@ const CAUSE: &[&str] = &[
 /// question's terms beyond its own (the rest comes with the part's share of them).
 const PART_BASE: f64 = 0.4;
 
+/// What each question term a sentence's heading (or entry label) names adds to its
+/// relevance, as a share of the term's weight in the sentence itself.
+const HEADING_WEIGHT: f64 = 0.7;
+/// What a sentence that goes on about its predecessor's subject ("It avoids ...") keeps of
+/// the predecessor's relevance.
+const CONTINUATION_SHARE: f64 = 0.8;
+/// The opening sentences of a part, and what they weigh more in the part that answers best.
+const LEAD_SENTENCES: usize = 2;
+const LEAD_BONUS: f64 = 0.5;
 /// Items at most taken as one list.
 const MAX_LIST: usize = 8;
 /// A list item is a short block: at most this many characters.
@@ -155,14 +164,17 @@ struct Candidate {
     tf: BTreeMap<String, f64>,
     norm: f64,
     dangling: bool,
-    /// The heading the sentence stands under, and its terms (with an entry's label).
-    heading: String,
+    /// The terms of the heading the sentence stands under (with an entry's label).
     heading_terms: Vec<String>,
     /// The text in lower case, padded with spaces, for phrase tests.
     lower: String,
     narration: bool,
     /// The list it is an item of (an index shared by its items), if any.
     list: Option<usize>,
+    /// Which sentence of its part (document and heading) it is, counting from 0.
+    pos: usize,
+    /// The part it stands in: the text under one heading, or one reference entry.
+    part: usize,
 }
 
 fn alpha_words(s: &str) -> usize {
@@ -216,6 +228,22 @@ fn elsewhere(s: &str) -> bool {
             (w[0] == "chapter" || w[0] == "section")
                 && w[1].starts_with(|c: char| c.is_ascii_digit())
         })
+}
+
+/// A lead-in to a code block or a list the report leaves out ("Syntax errors, also known as
+/// parsing errors, are ...:") still states something when it is a full clause: it is quoted
+/// ending in a full stop. One that only announces ("For example:") stays a fragment.
+fn lead_in_as_statement(s: String) -> String {
+    match s.trim_end().strip_suffix(':') {
+        Some(clause) if alpha_words(clause) >= 6 && !clause.ends_with(':') => format!("{clause}."),
+        _ => s,
+    }
+}
+
+/// Whether a sentence goes on about its predecessor's subject: it opens with a pronoun.
+fn continues(s: &str) -> bool {
+    let first = s.split_whitespace().next().unwrap_or("");
+    ["It", "They", "Its", "Their", "This", "These"].contains(&first)
 }
 
 /// A short line that names rather than says: a signature or a definition term.
@@ -277,21 +305,40 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     let mut list_ids = 0;
+    // The part a sentence stands in (a heading's text, or a reference entry), numbered over
+    // all documents, and the sentence's place in it.
+    let mut part = 0usize;
+    let mut pos = 0usize;
     for (d, doc) in docs.iter().enumerate() {
         let in_list = lists(doc, &mut list_ids);
+        let mut last_heading: Option<&str> = None;
+        // A reference entry's name stands in a short label before its text (a definition
+        // term, a signature): it is the heading of every paragraph of the entry, up to the
+        // next label or heading.
+        let mut label: Option<(&str, Vec<String>)> = None;
         for (b, block) in doc.blocks.iter().enumerate() {
             let list = in_list.get(&b).copied();
+            if last_heading != Some(block.heading.as_str()) {
+                last_heading = Some(block.heading.as_str());
+                label = None;
+                part += 1;
+                pos = 0;
+            }
+            if !block.item && !block.text.contains(" | ") && is_label(&block.text) {
+                label = Some((block.heading.as_str(), terms(&block.text)));
+                part += 1;
+                pos = 0;
+                continue;
+            }
             let mut heading_terms = terms(&block.heading);
-            // A reference entry's name stands in a short label just before its text (a
-            // definition term, a signature): it is the entry's heading.
-            if let Some(prev) = b.checked_sub(1).map(|p| &doc.blocks[p])
-                && prev.heading == block.heading
-                && is_label(&prev.text)
-            {
-                heading_terms.extend(terms(&prev.text));
+            if let Some((_, label_terms)) = &label {
+                heading_terms.extend(label_terms.iter().cloned());
             }
             for s in sentences(&block.text) {
+                let at = pos;
+                pos += 1;
                 let key = s.to_lowercase();
+                let s = lead_in_as_statement(s);
                 // A list's items are quoted as they stand (short, perhaps unpunctuated).
                 let fits = match list {
                     Some(_) => s.chars().count() <= MAX_CHARS && !elsewhere(&s),
@@ -331,11 +378,12 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
                     tf,
                     norm,
                     dangling,
-                    heading: block.heading.clone(),
                     heading_terms: heading_terms.clone(),
                     lower,
                     narration,
                     list,
+                    pos: at,
+                    part,
                 });
             }
         }
@@ -343,11 +391,21 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
     out
 }
 
+/// A part of a document as one passage, for finding where the question is answered.
+struct Part<'a> {
+    tf: BTreeMap<&'a str, f64>,
+    len: f64,
+    /// Its title holds every term of the question.
+    named: bool,
+}
+
 struct Bm25 {
     idf: HashMap<String, f64>,
     avg_len: f64,
     /// The weight of a term found in a fifth of the sentences: below it, a term is common.
     common_idf: f64,
+    /// The weight of a term in no sentence (one only a heading or an entry's label names).
+    rare_idf: f64,
 }
 
 impl Bm25 {
@@ -370,15 +428,13 @@ impl Bm25 {
             idf,
             avg_len,
             common_idf,
+            rare_idf: ((n + 0.5) / 0.5 + 1.0).ln(),
         }
     }
 
-    /// The largest weight among `query`'s terms: what a match on the heading is worth.
-    fn max_idf(&self, query: &[String]) -> f64 {
-        query
-            .iter()
-            .filter_map(|q| self.idf.get(q).copied())
-            .fold(0.0, f64::max)
+    /// How much finding `term` says: the rarer among the sentences, the more.
+    fn weight(&self, term: &str) -> f64 {
+        self.idf.get(term).copied().unwrap_or(self.rare_idf)
     }
 
     fn score(&self, c: &Candidate, query: &[String]) -> f64 {
@@ -426,6 +482,35 @@ fn answers_form(c: &Candidate, form: &Form, sides: &[Vec<String>]) -> f64 {
     }
 }
 
+/// What a sentence stating what the subject is weighs in a section that wants that.
+const DEFINITION_BONUS: f64 = 2.0;
+/// Verbs that make a sentence opening with its subject a statement of what the subject is.
+const COPULAS: &[&str] = &["is", "are", "refers", "means", "denotes", "describes"];
+
+/// Whether the sentence says what one of `focus` is: its subject (a short noun phrase at the
+/// start, perhaps after an article) holds a focus term and a copula follows it ("A module is
+/// a file ...", "Packages are a way ..."), the way a manual defines a thing.
+fn defines_focus(c: &Candidate, focus: &[String]) -> bool {
+    let words: Vec<String> = fathom_parse::text::words(&c.text)
+        .into_iter()
+        .take(8)
+        .collect();
+    let article = |w: &String| ["a", "an", "the", "one"].contains(&w.as_str());
+    let start = usize::from(words.first().is_some_and(article));
+    let Some(verb) =
+        (start + 1..words.len().min(start + 4)).find(|&i| COPULAS.contains(&words[i].as_str()))
+    else {
+        return false;
+    };
+    // "is a ...", "are the ...": a kind of thing, not a property ("the sort is stable").
+    let names_a_kind = matches!(words[verb].as_str(), "is" | "are")
+        .then(|| words.get(verb + 1).is_some_and(article))
+        .unwrap_or(true);
+    let subject: Vec<String> = words[start..verb].iter().map(|w| stem(w)).collect();
+    let held = focus.iter().filter(|t| subject.contains(t)).count();
+    names_a_kind && held > 0 && held * 2 >= focus.len()
+}
+
 /// Chooses up to `per_section` quotes for each outline section (a list a chosen item belongs
 /// to may add its other items). Deterministic: the same documents in the same order give the
 /// same choice.
@@ -449,50 +534,95 @@ pub fn draft_sections(
         .collect();
     // How much a sentence is about the question: its own words, and (less) the heading it
     // stands under, which names what a terse reference entry is about.
+    let idf = |t: &String| bm25.weight(t);
     let about: Vec<f64> = cands
         .iter()
         .map(|c| {
             let own = bm25.score(c, &q_terms);
-            let shared = q_terms
+            let named: Vec<&String> = q_terms
                 .iter()
                 .filter(|t| c.heading_terms.contains(t))
-                .count();
-            let under = shared as f64 / q_terms.len().max(1) as f64;
-            if own <= 0.0 && under < 0.5 {
+                .collect();
+            if own <= 0.0 && named.len() * 2 < q_terms.len() {
                 return 0.0;
             }
-            own + under * bm25.max_idf(&q_terms)
+            own + HEADING_WEIGHT * named.into_iter().map(idf).sum::<f64>()
         })
         .collect();
-    // Where in the documents the question is answered: the part (document and heading) whose
-    // sentences and heading together hold the most of the question's terms, by weight. A
+    // Where in the documents the question is answered: each part (the text under a heading,
+    // or a reference entry) scored as one passage, its title and its sentences together. A
     // sentence there is worth more than one that shares a word from elsewhere.
-    let mut parts: HashMap<(usize, &str), std::collections::BTreeSet<&str>> = HashMap::new();
+    let mut parts: HashMap<usize, Part> = HashMap::new();
     for c in &cands {
-        let held = parts.entry((c.doc, c.heading.as_str())).or_default();
-        held.extend(c.tf.keys().map(String::as_str));
-        held.extend(c.heading_terms.iter().map(String::as_str));
+        let part = parts.entry(c.part).or_insert_with(|| {
+            let mut tf = BTreeMap::new();
+            for t in &c.heading_terms {
+                *tf.entry(t.as_str()).or_insert(0.0) += 1.0;
+            }
+            Part {
+                tf,
+                len: c.heading_terms.len() as f64,
+                named: !q_terms.is_empty() && q_terms.iter().all(|q| c.heading_terms.contains(q)),
+            }
+        });
+        for (t, n) in &c.tf {
+            *part.tf.entry(t.as_str()).or_insert(0.0) += n;
+        }
+        part.len += c.terms.len() as f64;
     }
-    let cover = |held: &std::collections::BTreeSet<&str>| -> f64 {
-        q_terms
+    let avg_part = parts.values().map(|p| p.len).sum::<f64>() / parts.len().max(1) as f64;
+    let part_score = |p: &Part| -> f64 {
+        // A part whose title names everything the question asks about (the reference entry
+        // of the very function asked about) is the question's home, however long it runs.
+        let home = if p.named {
+            q_terms.iter().map(idf).sum()
+        } else {
+            0.0
+        };
+        let body: f64 = q_terms
             .iter()
-            .filter(|t| held.contains(t.as_str()))
-            .map(|t| bm25.idf.get(t).copied().unwrap_or(0.0))
-            .sum()
+            .map(|q| {
+                let f = p.tf.get(q.as_str()).copied().unwrap_or(0.0);
+                idf(q) * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * p.len / avg_part.max(1.0)))
+            })
+            .sum();
+        home + body
     };
-    let best_part = parts
+    let part_scores: HashMap<usize, f64> = parts.iter().map(|(k, p)| (*k, part_score(p))).collect();
+    let best_part = part_scores
         .values()
-        .map(cover)
+        .copied()
         .fold(0.0, f64::max)
         .max(f64::EPSILON);
     let about: Vec<f64> = cands
         .iter()
         .zip(about)
         .map(|(c, a)| {
-            let part = cover(&parts[&(c.doc, c.heading.as_str())]) / best_part;
-            a * (PART_BASE + (1.0 - PART_BASE) * part)
+            let part = part_scores[&c.part] / best_part;
+            // A part's opening sentences say what it is about; in the part that answers the
+            // question, they are the answer's core.
+            let lead = if c.pos < LEAD_SENTENCES {
+                1.0 + LEAD_BONUS * part
+            } else {
+                1.0
+            };
+            a * (PART_BASE + (1.0 - PART_BASE) * part) * lead
         })
         .collect();
+    // A sentence that opens with a pronoun ("It avoids ...", "They are written ...") goes on
+    // about what the sentence before it was about.
+    let follows = |i: usize| {
+        i > 0
+            && cands[i - 1].part == cands[i].part
+            && cands[i - 1].pos + 1 == cands[i].pos
+            && continues(&cands[i].text)
+    };
+    let mut about = about;
+    for i in 1..cands.len() {
+        if follows(i) {
+            about[i] = about[i].max(CONTINUATION_SHARE * about[i - 1]);
+        }
+    }
     let floor = MIN_SHARE * about.iter().cloned().fold(0.0, f64::max);
     let mut used = vec![false; cands.len()];
     // Every sentence quoted so far, in any section: the report never says a thing twice.
@@ -527,7 +657,7 @@ pub fn draft_sections(
             // A term in most sentences ("rust" in a book about Rust) names no subject.
             _ => q_terms
                 .iter()
-                .filter(|t| bm25.idf.get(*t).is_some_and(|&idf| idf >= bm25.common_idf))
+                .filter(|t| bm25.weight(t) >= bm25.common_idf)
                 .cloned()
                 .collect(),
         };
@@ -563,6 +693,12 @@ pub fn draft_sections(
                     1.0
                 };
                 let mut r = r * fullness * form_weight.max(defines);
+                // What the subject is, said in so many words, is what an opening wants first.
+                let wants_definition =
+                    opening_section || matches!(form, Form::Definition) || focus_is_side;
+                if wants_definition && defines_focus(c, &focus) {
+                    r *= DEFINITION_BONUS;
+                }
                 // A sentence whose subject is what the question (or, for one side of a
                 // comparison, the section) is about states something of it.
                 let opening: Vec<String> = terms(
@@ -591,7 +727,10 @@ pub fn draft_sections(
         while picks < per_section && max_rel > 0.0 {
             let mut best: Option<(usize, f64)> = None;
             for (i, c) in cands.iter().enumerate() {
-                if used[i] || rel[i] <= 0.0 {
+                // A sentence that goes on from one quoted in another section would stand
+                // without what it refers to.
+                let orphan = follows(i) && used[i - 1] && !chosen.contains(&(i - 1));
+                if used[i] || rel[i] <= 0.0 || orphan {
                     continue;
                 }
                 let redundancy = quoted
@@ -609,10 +748,12 @@ pub fn draft_sections(
             let Some((i, _)) = best else { break };
             // A list comes whole, in its order: its items mean little apart. Its items count
             // towards the section's sentences (the last pick may run over by the rest of a list).
+            // A sentence that goes on about its predecessor's subject comes after it.
             let members: Vec<usize> = match cands[i].list {
                 Some(l) => (0..cands.len())
                     .filter(|&j| cands[j].list == Some(l) && !used[j])
                     .collect(),
+                None if follows(i) && !used[i - 1] => vec![i - 1, i],
                 None => vec![i],
             };
             picks += members.len();
@@ -627,12 +768,19 @@ pub fn draft_sections(
         let lead = chosen
             .iter()
             .copied()
-            .filter(|&i| cands[i].list.is_none())
+            .filter(|&i| cands[i].list.is_none() && !follows(i))
             .max_by(|&a, &b| rel[a].total_cmp(&rel[b]).then(b.cmp(&a)));
         chosen.sort();
         if let Some(lead) = lead {
-            chosen.retain(|&i| i != lead);
-            chosen.insert(0, lead);
+            // The lead moves up with the sentences that go on from it.
+            let at = chosen.iter().position(|&i| i == lead).unwrap_or(0);
+            let run = 1 + chosen[at + 1..]
+                .iter()
+                .zip(lead + 1..)
+                .take_while(|&(&j, next)| j == next && follows(j))
+                .count();
+            let moved: Vec<usize> = chosen.drain(at..at + run).collect();
+            chosen.splice(0..0, moved);
         }
         let quotes = chosen
             .into_iter()

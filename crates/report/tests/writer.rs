@@ -77,3 +77,108 @@ fn patches_respect_the_limit_and_cover_every_section() {
         "{md}"
     );
 }
+
+const FILLER: [&str; 8] = [
+    "Strings can be sliced with indices that count from the start of the text.",
+    "Floating point numbers are stored as binary fractions in the hardware.",
+    "A list keeps its elements in the order in which they were appended.",
+    "Dictionaries map hashable keys to arbitrary values of any type.",
+    "The print function writes its arguments separated by single spaces.",
+    "Loops over a range stop before the end value that was given.",
+    "Exceptions raised inside a try block are matched against the handlers.",
+    "Classes bundle data and the functions that operate on that data.",
+];
+
+fn all_quotes(sections: &[(String, Vec<Quote>)]) -> Vec<&str> {
+    sections
+        .iter()
+        .flat_map(|(_, q)| q.iter().map(|q| q.text.as_str()))
+        .collect()
+}
+
+#[test]
+fn a_definition_opens_the_answer_and_a_sentence_going_on_from_it_follows_it() {
+    let docs = vec![
+        doc(
+            "manual/modules",
+            &[
+                "Modules are imported with the import statement at the top of a script.",
+                "A module is a file containing Python definitions and statements. It lets you reuse the definitions in other programs without copying them.",
+            ],
+        ),
+        doc(
+            "manual/other",
+            &["Every package name found on the search path can be imported."],
+        ),
+        // The rest of the manual, about other things: what makes "module" a rare word.
+        doc("manual/misc", &FILLER),
+    ];
+    let sections = draft_sections("What is a module?", &["Overview".into()], &docs, 3);
+    let quotes = all_quotes(&sections);
+    assert_eq!(
+        quotes.first().copied(),
+        Some("A module is a file containing Python definitions and statements."),
+        "{quotes:?}"
+    );
+    // The pronoun sentence never stands apart from what "It" refers to.
+    let it = quotes
+        .iter()
+        .position(|q| q.starts_with("It lets you reuse"));
+    assert_eq!(it, Some(1), "{quotes:?}");
+}
+
+#[test]
+fn a_reference_entry_is_found_by_its_label_across_its_paragraphs() {
+    // A reference page: a signature line, then paragraphs that never repeat the name.
+    let docs = vec![
+        doc(
+            "library/functools",
+            &[
+                "@functools.lru_cache(maxsize=128)",
+                "Decorator to wrap a function with a memoizing callable that saves up to the maxsize most recent calls.",
+                "Since a dictionary is used to cache results, the positional and keyword arguments to the function must be hashable.",
+                "@functools.total_ordering",
+                "Given a class defining one or more rich comparison ordering methods, this class decorator supplies the rest.",
+            ],
+        ),
+        doc("manual/misc", &FILLER),
+    ];
+    let sections = draft_sections(
+        "What does functools.lru_cache do?",
+        &["Overview".into()],
+        &docs,
+        2,
+    );
+    let quotes = all_quotes(&sections);
+    assert!(
+        quotes.iter().any(|q| q.starts_with("Decorator to wrap")),
+        "{quotes:?}"
+    );
+    assert!(
+        quotes.iter().any(|q| q.contains("must be hashable")),
+        "{quotes:?}"
+    );
+    assert!(
+        !quotes.iter().any(|q| q.contains("rich comparison")),
+        "{quotes:?}"
+    );
+}
+
+#[test]
+fn a_lead_in_that_states_something_is_quoted_as_a_statement() {
+    let docs = vec![doc(
+        "tutorial/errors",
+        &[
+            "Syntax errors, also known as parsing errors, are perhaps the most common kind of complaint you get while learning:",
+            "For example:",
+        ],
+    )];
+    let sections = draft_sections("What is a syntax error?", &["Overview".into()], &docs, 2);
+    let quotes = all_quotes(&sections);
+    assert_eq!(
+        quotes,
+        [
+            "Syntax errors, also known as parsing errors, are perhaps the most common kind of complaint you get while learning."
+        ]
+    );
+}
