@@ -184,7 +184,7 @@ impl Body {
                         self.runs(text);
                         self.xml.push_str("</w:p>");
                     }
-                    Block::List { .. } => self.block(b, level + 1),
+                    // Further paragraphs, nested lists, tables: under the item's text.
                     other => self.block(other, level + 1),
                 }
                 first = false;

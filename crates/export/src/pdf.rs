@@ -191,9 +191,13 @@ fn wrap(inlines: &[Inline], ts: TextStyle, max_width: f32) -> Vec<Line> {
                 } else {
                     ts.size
                 };
-                let target = run.link.as_ref().map(|l| match l.strip_prefix("#source-") {
-                    Some(n) if n.parse::<u32>().is_ok() => Target::Source(n.parse().unwrap_or(0)),
-                    _ => Target::Uri(l.clone()),
+                // Of places inside the document, a PDF links only to the sources.
+                let target = run.link.as_deref().and_then(|l| match l.strip_prefix('#') {
+                    Some(place) => place
+                        .strip_prefix("source-")
+                        .and_then(|n| n.parse().ok())
+                        .map(Target::Source),
+                    None => Some(Target::Uri(l.to_string())),
                 });
                 let color = if target.is_some() { LINK } else { TEXT };
                 (
