@@ -31,5 +31,16 @@ CLIENTS=pyproject-compat/clients
 # and say why.
 scripts/browser.sh || echo "test: the browser tests will fail: no chromium" >&2
 
+# The export tests read the PDFs they write back with poppler's pdftotext. Installed here when
+# missing (as root); without it those tests fail and say why.
+if ! command -v pdftotext >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test: installing poppler-utils" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq poppler-utils >&2 ||
+    { apt-get update -qq >&2 && apt-get install -y -qq poppler-utils >&2; } || true
+fi
+command -v pdftotext >/dev/null 2>&1 ||
+  echo "test: the export tests will fail: no pdftotext (apt-get install -y poppler-utils)" >&2
+
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked --no-fail-fast -- --test-threads="${FATHOM_TEST_THREADS:-2}"

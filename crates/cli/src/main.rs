@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use commands::{eval, fetch, index, pdf_worker, research, serve, sessions};
+use commands::{eval, export, fetch, index, pdf_worker, research, serve, sessions};
 use fathom_data::format_timestamp_ms;
 use fathom_engine::store::{RunFilter, RunStatus, RunStore};
 
@@ -60,6 +60,9 @@ enum Command {
     /// (must be 0), support, sources used, time and tokens; with a key-fact set (.json), also
     /// key-fact recall and whether the right page is cited.
     Eval(eval::EvalArgs),
+    /// Writes a finished session's report as a standalone HTML page, a PDF or a DOCX file
+    /// (made once per report and kept with the session).
+    Export(export::ExportArgs),
     /// Fetches one URL safely and prints it as Markdown with its metadata.
     Fetch(fetch::FetchArgs),
     /// Indexes (or brings up to date) a corpus folder.
@@ -149,6 +152,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => return serve::serve(&app, args).await,
         Command::Fetch(args) => return fetch::fetch(&app, args).await,
         Command::Eval(args) => return eval::eval(&app, args).await,
+        Command::Export(args) => return export::export(&app, args).await,
         Command::Resume(args) => return research::resume(&app, args).await,
         Command::Sessions { command } => match command {
             SessionsCommand::List { limit } => sessions::list(&app, limit).await?,

@@ -498,6 +498,24 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         "the stored copy is the source read"
     );
 
+    // The finished report offers its exports; each link downloads the file.
+    let formats = b
+        .exec(
+            "return Array.from(document.querySelectorAll('#report-panel a.export-link')).map((a) => a.textContent);",
+            vec![],
+        )
+        .await;
+    assert_eq!(formats, json!(["HTML", "PDF", "DOCX"]));
+    let pdf_link = b
+        .find("#report-panel a.export-link[data-format=pdf]")
+        .await
+        .unwrap();
+    let href = b.property(&pdf_link, "href").await;
+    let resp = http().get(href.as_str().unwrap()).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/pdf");
+    assert!(resp.bytes().await.unwrap().starts_with(b"%PDF-"));
+
     // The plan shown is the one approved, with the edit.
     b.click_css("#plan-details > summary").await;
     b.wait_for_text("#plan-details .queries-ro", "threads channels closures")
@@ -751,6 +769,38 @@ async fn api_key_reload_and_server_restart_mid_run() {
         .await;
     assert_eq!(results, 1);
     assert!(b.current_url().await.ends_with(&format!("#/run/{id}")));
+    // An export asked for with the key is fetched with it and saved under the server's name.
+    b.exec(
+        "window.savedFiles = []; \
+         const created = URL.createObjectURL; \
+         URL.createObjectURL = (blob) => { window.lastBlob = blob; return created(blob); }; \
+         const click = HTMLAnchorElement.prototype.click; \
+         HTMLAnchorElement.prototype.click = function () { \
+           if (this.href.startsWith('blob:')) { \
+             window.savedFiles.push({ name: this.download, type: window.lastBlob.type, size: window.lastBlob.size }); \
+             return; } \
+           return click.call(this); };",
+        vec![],
+    )
+    .await;
+    b.click_css("#report-panel a.export-link[data-format=docx]")
+        .await;
+    let saved = b
+        .wait_until(
+            "the DOCX export to be saved",
+            "return window.savedFiles.length === 1 && window.savedFiles[0];",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        saved["name"], "how-does-ownership-work-in-rust.docx",
+        "{saved}"
+    );
+    assert!(
+        saved["type"].as_str().unwrap().contains("wordprocessingml"),
+        "{saved}"
+    );
+    assert!(saved["size"].as_u64().unwrap() > 1000, "{saved}");
     // The API itself still wants the key.
     let status = http()
         .get(format!(

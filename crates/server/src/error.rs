@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use fathom_data::{DataError, FilterError};
 use fathom_engine::EngineError;
 use fathom_engine::store::StoreError;
+use fathom_export::ExportError;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +106,23 @@ impl From<EngineError> for ApiError {
             }
             EngineError::RunTerminal(_) => ApiError::conflict("Workflow already completed"),
             EngineError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<ExportError> for ApiError {
+    fn from(e: ExportError) -> Self {
+        match e {
+            ExportError::UnknownFormat(_) => ApiError::bad_request(e.to_string()),
+            ExportError::UnknownSession(_) => ApiError::not_found(e.to_string()),
+            ExportError::NotFinished { .. } | ExportError::NoReport(_) => {
+                ApiError::conflict(e.to_string())
+            }
+            ExportError::TooLarge { .. } => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+            }
+            ExportError::Write(why) => ApiError::internal(why),
+            ExportError::Storage(e) => e.into(),
         }
     }
 }

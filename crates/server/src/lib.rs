@@ -2,7 +2,8 @@
 //!
 //! Serves the workflows API of the LlamaIndex workflows server (`llama-compat.md` §2-§6) at the
 //! root and under `/deployments/{name}`, the LlamaCloud Agent Data API (§9) at
-//! `/api/v1/beta/agent-data`, health routes, an OpenAPI document at `/openapi.json`, and a
+//! `/api/v1/beta/agent-data`, health routes, an OpenAPI document at `/openapi.json`, a
+//! finished session's report exported as HTML, PDF or DOCX at `/sessions/{id}/export`, and a
 //! web UI at `/` and `/deployments/{name}/ui/` (files under `ui/`, embedded).
 //! Everything goes through the engine and the store traits; this crate knows no SQL.
 //!
@@ -29,7 +30,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, header};
-use fathom_data::{ArtifactStore, CollectionStore};
+use fathom_data::{ArtifactStore, CollectionScope, CollectionStore};
 use fathom_engine::Engine;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
@@ -49,6 +50,8 @@ pub struct ServerConfig {
     pub body_limit: usize,
     /// Idle time after which an SSE stream gets a `: heartbeat` comment.
     pub heartbeat: Duration,
+    /// The Agent Data collection research sessions are saved in (exports read them there).
+    pub sessions: CollectionScope,
 }
 
 impl ServerConfig {
@@ -59,6 +62,10 @@ impl ServerConfig {
             cors_origins: Vec::new(),
             body_limit: 1024 * 1024,
             heartbeat: Duration::from_secs(25),
+            sessions: CollectionScope {
+                deployment_name: "_public".into(),
+                collection: "research-sessions".into(),
+            },
         }
     }
 }
@@ -152,7 +159,9 @@ fn cors(origins: &[String]) -> CorsLayer {
         .allow_headers(AllowHeaders::mirror_request())
         .expose_headers([
             header::CONTENT_TYPE,
+            header::CONTENT_DISPOSITION,
             HeaderName::from_static("x-request-id"),
+            HeaderName::from_static("x-fathom-file-id"),
         ])
         .max_age(Duration::from_secs(600))
 }

@@ -24,6 +24,7 @@ use crate::routes::{self, agent_data};
         (name = "events", description = "A run's event stream, and events sent into it"),
         (name = "agent-data", description = "JSON items by deployment and collection"),
         (name = "artifacts", description = "Fetched sources, parsed text and reports, by sha256"),
+        (name = "sessions", description = "Saved research sessions: a finished report as HTML, PDF or DOCX"),
     )
 )]
 struct ApiDoc;

@@ -1210,3 +1210,187 @@ async fn web_ui_files() {
         (405, json!({"detail": "Method Not Allowed"}))
     );
 }
+
+/// A finished session's report exported over HTTP in each format, made once, and the bad
+/// requests: an unknown session, one still at its gate, an unknown or missing format.
+async fn session_exports(dialect: Dialect) {
+    let s = server(dialect, None).await;
+    let (status, handler) = s
+        .post(
+            &format!("{D}/workflows/deep-research/run"),
+            json!({"start_event": {"query": QUESTION, "settings": {"require_approval": false}}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{handler}");
+    let id = handler["handler_id"].as_str().unwrap().to_string();
+    let session = session_record(&s, &id).await;
+    assert_eq!(session["status"], "completed");
+    let report = session["report_markdown"].as_str().unwrap().to_string();
+    let headings: Vec<String> = report
+        .lines()
+        .filter_map(|l| {
+            l.trim_start_matches('#')
+                .strip_prefix(' ')
+                .filter(|_| l.starts_with('#'))
+        })
+        .map(|h| h.replace('\\', ""))
+        .collect();
+    assert!(
+        headings.len() >= 3 && headings.iter().any(|h| h == "Sources"),
+        "{report}"
+    );
+    let citations: Vec<String> = fathom_research::report::citations(&report)
+        .into_iter()
+        .map(|n| format!("[{n}]"))
+        .collect();
+    assert!(!citations.is_empty(), "{report}");
+
+    let get = |path: String| {
+        let req = s.http.get(s.url(&path));
+        async move { req.send().await.unwrap() }
+    };
+    let mut file_ids = Vec::new();
+    for format in ["pdf", "docx", "html"] {
+        let resp = get(format!("{D}/sessions/{id}/export?format={format}")).await;
+        assert_eq!(resp.status(), 200, "{format}");
+        let h = resp.headers().clone();
+        let disposition = h["content-disposition"].to_str().unwrap().to_string();
+        assert_eq!(
+            disposition,
+            format!("attachment; filename=\"how-does-ownership-work-in-rust.{format}\"")
+        );
+        let file_id = h["x-fathom-file-id"].to_str().unwrap().to_string();
+        let bytes = resp.bytes().await.unwrap().to_vec();
+        let text = match format {
+            "pdf" => {
+                assert_eq!(h["content-type"], "application/pdf");
+                let pdf = fathom_parse::pdf::extract(&bytes, 100).unwrap();
+                pdf.pages
+                    .iter()
+                    .map(|p| p.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+            "docx" => {
+                assert!(
+                    h["content-type"]
+                        .to_str()
+                        .unwrap()
+                        .contains("wordprocessingml")
+                );
+                fathom_parse::docx::docx_to_markdown(&bytes)
+                    .unwrap()
+                    .markdown
+                    .replace('\\', "")
+            }
+            _ => {
+                assert_eq!(h["content-type"], "text/html; charset=utf-8");
+                String::from_utf8(bytes.clone()).unwrap()
+            }
+        };
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for want in headings.iter().chain(&citations) {
+            assert!(
+                flat.contains(want.as_str()),
+                "{format}: '{want}' missing from {flat}"
+            );
+        }
+        // Asked again, the same stored file comes back; the artifact route serves it too.
+        let again = get(format!(
+            "/sessions/{id}/export?format={}",
+            format.to_uppercase()
+        ))
+        .await;
+        assert_eq!(again.status(), 200);
+        assert_eq!(
+            again.headers()["x-fathom-file-id"].to_str().unwrap(),
+            file_id
+        );
+        assert_eq!(again.bytes().await.unwrap().to_vec(), bytes);
+        let stored = get(format!("{D}/artifacts/{file_id}")).await;
+        assert_eq!(stored.status(), 200);
+        assert_eq!(stored.bytes().await.unwrap().to_vec(), bytes);
+        file_ids.push((format, file_id));
+    }
+    // The session records each export's artifact.
+    let session = session_record(&s, &id).await;
+    for (format, file_id) in &file_ids {
+        assert_eq!(
+            session["exports"][format]["file_id"],
+            file_id.as_str(),
+            "{session}"
+        );
+    }
+    assert_eq!(session["report_markdown"], report.as_str());
+
+    // Bad requests, each a 4xx with a detail that says what to do.
+    let waiting = s.start(QUESTION).await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    // Saved once planning starts, and again at the gate.
+    while session_record(&s, &waiting).await["status"] != "awaiting_approval" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never reached the gate"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, body) = s
+        .get(&format!("{D}/sessions/{waiting}/export?format=pdf"))
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("is not finished (status: awaiting_approval)"),
+        "{body}"
+    );
+    let cases = [
+        (
+            "/sessions/nope/export?format=pdf".to_string(),
+            404,
+            "research session 'nope' not found",
+        ),
+        (
+            format!("/sessions/{id}/export?format=odt"),
+            400,
+            "unknown export format 'odt': use one of html, pdf, docx",
+        ),
+        (
+            format!("/sessions/{id}/export"),
+            400,
+            "'format' is required: one of html, pdf, docx",
+        ),
+    ];
+    for (path, code, detail) in cases {
+        let (status, body) = s.get(&path).await;
+        assert_eq!(status, code, "{path}: {body}");
+        assert!(
+            body["detail"].as_str().unwrap().contains(detail),
+            "{path}: {body}"
+        );
+    }
+}
+
+/// The saved session record of research `id`, through Agent Data as a frontend reads it.
+async fn session_record(s: &Server, id: &str) -> Value {
+    let (status, page) = s
+        .post(
+            "/api/v1/beta/agent-data/:search",
+            json!({"deployment_name": "_public", "collection": "research-sessions",
+                   "filter": {"research_id": {"eq": id}}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    page["items"][0]["data"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_exports_sqlite() {
+    session_exports(Dialect::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_exports_postgres() {
+    session_exports(Dialect::Postgres).await;
+}

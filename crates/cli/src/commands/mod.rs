@@ -1,6 +1,7 @@
 //! One module per command.
 
 pub mod eval;
+pub mod export;
 pub mod fetch;
 pub mod index;
 pub mod pdf_worker;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use fathom_data::CollectionScope;
 use fathom_server::{AppState, Deployment, ServerConfig};
 use tokio::sync::watch;
 
@@ -97,6 +98,10 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
         cors_origins: args.cors_origins.clone(),
         body_limit: args.body_limit_kib.max(1) * 1024,
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
+        sessions: CollectionScope {
+            deployment_name: app.config.research.deployment_name.clone(),
+            collection: app.config.research.research_collection.clone(),
+        },
         ..ServerConfig::new(deployment.clone())
     };
     let state = AppState::new(

@@ -5,6 +5,7 @@
 pub mod agent_data;
 pub mod artifacts;
 pub mod events;
+pub mod exports;
 pub mod handlers;
 pub mod health;
 pub mod workflows;
@@ -41,6 +42,7 @@ pub fn workflows_api() -> OpenApiRouter<State> {
         .routes(routes!(handlers::get_result))
         .routes(routes!(events::stream_events, events::send_event))
         .routes(routes!(artifacts::get_artifact))
+        .routes(routes!(exports::export_session))
         // The document itself is not part of the document.
         .route("/openapi.json", get(health::openapi_json))
 }

@@ -1,6 +1,6 @@
 // The public API, called as any LlamaIndex frontend calls it: the workflows API (under the
-// deployment when the page is served there), its SSE event stream, the Agent Data API and
-// artifacts. Nothing else.
+// deployment when the page is served there), its SSE event stream, the Agent Data API,
+// artifacts and a finished report's exports. Nothing else.
 
 export const RESEARCH = 'deep-research';
 export const METADATA = 'research-metadata';
@@ -218,15 +218,25 @@ export function artifactUrl(fileId) {
   return wf(`/artifacts/${enc(fileId)}`);
 }
 
+/** Where the finished report of session `id` is exported as `format` (html, pdf, docx). */
+export function exportUrl(id, format) {
+  return wf(`/sessions/${enc(id)}/export?format=${enc(format)}`);
+}
+
 /**
  * Opens or saves an artifact. Without a key a plain link does it; with one, the bytes are
  * fetched with the key and handed over as a blob, so the key never goes in a URL.
  */
-export async function openArtifact(fileId, name) {
+export function openArtifact(fileId, name) {
+  return download(artifactUrl(fileId), name || fileId);
+}
+
+/** Saves what `url` answers as a file: the server's file name if it gives one, else `name`. */
+export async function download(url, name) {
   const headers = apiKey ? { Authorization: `Bearer ${apiKey}` } : {};
   let resp;
   try {
-    resp = await fetch(artifactUrl(fileId), { headers });
+    resp = await fetch(url, { headers });
   } catch {
     notify('down');
     throw new Unreachable();
@@ -235,15 +245,16 @@ export async function openArtifact(fileId, name) {
     const json = await resp.json().catch(() => null);
     throw new ApiError(resp.status, (json && json.detail) || `${resp.status} ${resp.statusText}`);
   }
+  const given = /filename="([^"]+)"/.exec(resp.headers.get('Content-Disposition') || '');
   const blob = await resp.blob();
-  const url = URL.createObjectURL(blob);
+  const href = URL.createObjectURL(blob);
   const a = document.createElement('a');
-  a.href = url;
-  a.download = name || fileId;
+  a.href = href;
+  a.download = given ? given[1] : name;
   document.body.append(a);
   a.click();
   a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  setTimeout(() => URL.revokeObjectURL(href), 60_000);
 }
 
 // ---- Agent Data: saved sessions ----

@@ -41,6 +41,30 @@ export function artifactLink(fileId, label, name, extra) {
   return a;
 }
 
+/**
+ * Links that download the finished report of session `id` as a standalone HTML page, a PDF
+ * and a DOCX, each made once on the server and kept with the session.
+ */
+export function exportLinks(id) {
+  const links = [['html', 'HTML'], ['pdf', 'PDF'], ['docx', 'DOCX']].map(([format, label]) => {
+    const url = api.exportUrl(id, format);
+    // An empty `download` keeps the file name the server gives.
+    const a = h('a', {
+      href: url, download: '', class: 'export-link', 'data-format': format,
+      'aria-label': `Download the report as ${label}`,
+    }, label);
+    a.addEventListener('click', (ev) => {
+      if (!api.hasKey()) return;
+      ev.preventDefault();
+      api.download(url, `report-${id}.${format}`).catch((e) => {
+        a.parentElement.after(h('span', { class: 'inline-error', role: 'alert' }, ` Could not export: ${e.message}`));
+      });
+    });
+    return a;
+  });
+  return h('span', { class: 'export-links' }, 'Export: ', links[0], ' · ', links[1], ' · ', links[2]);
+}
+
 function addressView(url) {
   const href = safeHref(url);
   if (href && /^https?:/i.test(href)) {

@@ -6,7 +6,7 @@
 import * as api from './api.js';
 import { announce, fill, h, jsonText, plural } from './dom.js';
 import { planReviewForm, planSummary } from './plan-review.js';
-import { renderReport, renderSources, reportStatus, artifactLink } from './report.js';
+import { renderReport, renderSources, reportStatus, artifactLink, exportLinks } from './report.js';
 import { TERMINAL, apply, applySession, describeCall, newRun, shortUrl } from './run-state.js';
 import { statusBadge } from './home.js';
 
@@ -236,7 +236,9 @@ export function mountRun(main, id) {
     }
     reportEl.dataset.live = String(live);
     const fileId = run.reportFileId || (run.result && run.result.report_file_id);
-    fill(reportActions, fileId ? artifactLink(fileId, 'Download (Markdown)', `report-${id}.md`, 'Download the report as Markdown') : null);
+    fill(reportActions,
+      fileId ? artifactLink(fileId, 'Download (Markdown)', `report-${id}.md`, 'Download the report as Markdown') : null,
+      run.status === 'completed' && run.reportMarkdown ? exportLinks(id) : null);
   }
 
   function drawSources() {
