@@ -51,6 +51,25 @@ const CUES: &[(&str, &[&str])] = &[
     ("limitation", &["cannot", "limit", "however", "only"]),
 ];
 
+/// Words of a section title that say where it stands in a report, not what it is about.
+const GENERIC_TITLE_WORDS: &[&str] = &[
+    "overview",
+    "summary",
+    "background",
+    "introduction",
+    "example",
+    "conclusion",
+    "detail",
+    "key",
+    "concept",
+    "how",
+    "work",
+    "when",
+    "use",
+    "each",
+    "other",
+];
+
 /// Words that make a sentence point at something the report cannot show.
 const DANGLING: &[&str] = &["listing", "following", "below", "above", "figure", "shown"];
 
@@ -640,6 +659,13 @@ pub fn draft_sections(
                 cue_terms.extend(cues.iter().map(|c| c.to_string()));
             }
         }
+        // The section title's own words beyond the question's ("rule" of "Rules and
+        // constraints"); generic titles ("Overview", "Examples") name no matter.
+        let own_title: Vec<String> = title_terms
+            .iter()
+            .filter(|t| !q_terms.contains(t) && !GENERIC_TITLE_WORDS.contains(&t.as_str()))
+            .cloned()
+            .collect();
         let cue_terms = unique(cue_terms);
         // What this section is about: one side of a comparison when its title names one, else
         // the question's subject.
@@ -669,7 +695,14 @@ pub fn draft_sections(
                 if on_topic <= 0.0 || on_topic < floor {
                     return 0.0;
                 }
-                let r = on_topic + 0.5 * bm25.score(c, &cue_terms);
+                // A sentence under a heading that names what the section is for ("Ownership
+                // Rules" for "Rules and constraints") is where that section's matter stands.
+                let titled: f64 = own_title
+                    .iter()
+                    .filter(|t| c.heading_terms.contains(t))
+                    .map(|t| bm25.weight(t))
+                    .sum();
+                let r = on_topic + 0.5 * bm25.score(c, &cue_terms) + HEADING_WEIGHT * titled;
                 // Short exclamations and asides say little; full statements are preferred.
                 // (A list's items are short by nature: the list is the statement.)
                 let fullness = match c.list {
