@@ -23,7 +23,10 @@ pub const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 const MAX_FILES: usize = 200_000;
 const MAX_DEPTH: usize = 32;
 const PASSAGE_CHARS: usize = 1200;
-const INDEX_VERSION: &str = "3";
+const INDEX_VERSION: &str = "4";
+/// A search term found in more than this share of the passages is left out of the query
+/// (when another term remains): it tells the passages apart no more than a stop word.
+const COMMON_SHARE: f64 = 0.6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CorpusError {
@@ -188,7 +191,7 @@ impl Corpus {
                 "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
                 "CREATE TABLE files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, \
                  mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL, title TEXT NOT NULL, \
-                 kind TEXT NOT NULL, words INTEGER NOT NULL, error TEXT)",
+                 kind TEXT NOT NULL, words INTEGER NOT NULL, error TEXT, parsed BLOB)",
                 "CREATE VIRTUAL TABLE passages USING fts5(path UNINDEXED, title, heading, \
                  body, hash UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2')",
             ] {
@@ -266,8 +269,17 @@ impl Corpus {
                 }
             }
         }
+        let changed = report.added + report.updated + report.removed > 0;
+        if changed {
+            sqlx::query("DELETE FROM meta WHERE key = 'aggregates'")
+                .execute(&mut *tx)
+                .await
+                .map_err(ie)?;
+        }
         tx.commit().await.map_err(ie)?;
-        *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = None;
+        if changed {
+            *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = None;
+        }
         report.skipped.sort();
         report.indexed =
             sqlx::query_scalar::<_, i64>("SELECT count(*) FROM files WHERE error IS NULL")
@@ -338,17 +350,17 @@ impl Corpus {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
+        let terms = self.without_common(terms).await?;
         let expr = terms
             .iter()
-            .map(|t| format!("\"{}\"", t.replace('"', "")))
+            .map(|t| fts_phrase(t))
             .collect::<Vec<_>>()
             .join(" OR ");
+        // Ranking first, without snippets: a snippet re-reads and re-tokenizes its passage,
+        // so only the few passages kept get one.
         let rows = sqlx::query(
-            "SELECT passages.path, files.title, passages.heading, \
-             snippet(passages, 3, '', '', '…', 40), \
-             bm25(passages, 0.0, 1.0, 1.5, 1.0, 0.0) AS score, passages.hash \
-             FROM passages JOIN files ON files.path = passages.path \
-             WHERE passages MATCH ? ORDER BY score, passages.path LIMIT ?",
+            "SELECT rowid, path, hash, bm25(passages, 0.0, 1.0, 1.5, 1.0, 0.0) AS score \
+             FROM passages WHERE passages MATCH ? ORDER BY score, path LIMIT ?",
         )
         .bind(&expr)
         .bind((limit * 20).clamp(50, 2000) as i64)
@@ -356,27 +368,72 @@ impl Corpus {
         .await
         .map_err(|e| index_err(&self.index_path, e))?;
         let aggregates = self.aggregates().await?;
-        let mut hits = Vec::new();
+        let mut kept: Vec<(i64, f64)> = Vec::new();
         let mut docs = HashSet::new();
         let mut passages = HashSet::new();
         for r in rows {
-            let path: String = r.get(0);
-            let hash: String = r.get(5);
-            if aggregates.contains(&path) || !passages.insert(hash) || !docs.insert(path.clone()) {
+            let path: String = r.get(1);
+            let hash: String = r.get(2);
+            if aggregates.contains(&path) || !passages.insert(hash) || !docs.insert(path) {
                 continue;
             }
+            kept.push((r.get(0), -r.get::<f64, _>(3)));
+            if kept.len() == limit {
+                break;
+            }
+        }
+        let mut hits = Vec::with_capacity(kept.len());
+        for (rowid, score) in kept {
+            let r = sqlx::query(
+                "SELECT passages.path, files.title, passages.heading, \
+                 snippet(passages, 3, '', '', '…', 40) \
+                 FROM passages JOIN files ON files.path = passages.path \
+                 WHERE passages MATCH ? AND passages.rowid = ?",
+            )
+            .bind(&expr)
+            .bind(rowid)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| index_err(&self.index_path, e))?;
+            let path: String = r.get(0);
             hits.push(SearchHit {
                 url: file_url(&self.root.join(&path)),
                 title: r.get(1),
                 heading: r.get(2),
                 snippet: r.get(3),
-                score: -r.get::<f64, _>(4),
+                score,
             });
-            if hits.len() == limit {
-                break;
-            }
         }
         Ok(hits)
+    }
+
+    /// `terms` less those found in more than [`COMMON_SHARE`] of the passages ("rust" in a
+    /// book about Rust), as long as one stays: they weigh next to nothing in the ranking, yet
+    /// an OR query with one of them has to score nearly every passage.
+    async fn without_common(&self, terms: Vec<String>) -> Result<Vec<String>, CorpusError> {
+        if terms.len() < 2 {
+            return Ok(terms);
+        }
+        let e = |e| index_err(&self.index_path, e);
+        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM passages_docsize")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(e)?;
+        let mut kept = Vec::with_capacity(terms.len());
+        let mut common = Vec::new();
+        for t in terms {
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM passages WHERE passages MATCH ?")
+                .bind(fts_phrase(&t))
+                .fetch_one(&self.pool)
+                .await
+                .map_err(e)?;
+            if n as f64 > COMMON_SHARE * total as f64 {
+                common.push(t);
+            } else {
+                kept.push(t);
+            }
+        }
+        Ok(if kept.is_empty() { common } else { kept })
     }
 
     /// The files that are aggregates of others (see [`AGGREGATE_SHARE`]), computed once per
@@ -389,6 +446,18 @@ impl Corpus {
             .as_ref()
         {
             return Ok(known.clone());
+        }
+        // Worked out once per change of the folder and kept in the index: a run in a new
+        // process reads one row instead of every passage's hash.
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT value FROM meta WHERE key = 'aggregates'")
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| index_err(&self.index_path, e))?;
+        if let Some(found) = stored.and_then(|v| serde_json::from_str::<HashSet<String>>(&v).ok()) {
+            let found = Arc::new(found);
+            *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = Some(found.clone());
+            return Ok(found);
         }
         let rows: Vec<(String, String)> = sqlx::query_as("SELECT path, hash FROM passages")
             .fetch_all(&self.pool)
@@ -423,9 +492,36 @@ impl Corpus {
             })
             .map(|(path, _)| path.to_string())
             .collect();
+        let value = serde_json::to_string(&found).unwrap_or_else(|_| "[]".into());
+        sqlx::query("INSERT OR REPLACE INTO meta (key, value) VALUES ('aggregates', ?)")
+            .bind(value)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| index_err(&self.index_path, e))?;
         let found = Arc::new(found);
         *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = Some(found.clone());
         Ok(found)
+    }
+
+    /// The parsed form of a document of this corpus, as the index parsed it, when the file
+    /// still has the content `sha256` (hex of its bytes): reading it again needs no parse.
+    pub async fn parsed(&self, url: &str, sha256: &str) -> Result<Option<ParsedDoc>, CorpusError> {
+        let Some(rel) = url
+            .strip_prefix("file://")
+            .and_then(|p| Path::new(p).strip_prefix(&self.root).ok())
+            .and_then(|p| p.to_str())
+        else {
+            return Ok(None);
+        };
+        let blob: Option<Option<Vec<u8>>> = sqlx::query_scalar(
+            "SELECT parsed FROM files WHERE path = ? AND sha256 = ? AND error IS NULL",
+        )
+        .bind(rel)
+        .bind(sha256)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| index_err(&self.index_path, e))?;
+        Ok(blob.flatten().and_then(|b| serde_json::from_slice(&b).ok()))
     }
 
     /// Reads a document of this corpus by its `file://` URL.
@@ -464,6 +560,11 @@ impl Corpus {
 }
 
 /// The `file://` URL of an absolute path.
+/// A search term as an FTS5 phrase: quoted, so operators and punctuation in it are text.
+fn fts_phrase(term: &str) -> String {
+    format!("\"{}\"", term.replace('"', ""))
+}
+
 pub fn file_url(path: &Path) -> String {
     format!("file://{}", path.display())
 }
@@ -604,8 +705,8 @@ async fn insert_doc(
     doc: &ParsedDoc,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO files (path, size, mtime_ns, sha256, title, kind, words) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO files (path, size, mtime_ns, sha256, title, kind, words, parsed) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&file.rel)
     .bind(file.size)
@@ -614,6 +715,8 @@ async fn insert_doc(
     .bind(&doc.title)
     .bind(doc.kind.content_type())
     .bind(doc.words as i64)
+    // The parsed form, so a run reading this file unchanged does not parse it again.
+    .bind(serde_json::to_vec(doc).ok())
     .execute(&mut *tx)
     .await?;
     for (heading, body) in passages(doc) {

@@ -63,3 +63,74 @@ async fn an_all_in_one_page_never_stands_in_for_its_chapters() {
         .unwrap();
     assert!(hits[0].url.ends_with("notes.md"), "{hits:?}");
 }
+
+#[tokio::test]
+async fn a_word_in_nearly_every_passage_is_left_out_of_the_ranking_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in CHAPTERS {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    // A book about Rust: "rust" stands in every passage of these pages.
+    for i in 0..12 {
+        std::fs::write(
+            dir.path().join(format!("extra{i}.md")),
+            format!("# Extra {i}\n\nRust programs are built with cargo, step {i}.\n"),
+        )
+        .unwrap();
+    }
+    let corpus = Corpus::open(dir.path(), &dir.path().join(".index"))
+        .await
+        .unwrap();
+    corpus.refresh(&|_, _| {}).await.unwrap();
+    let hits = corpus.search("rust lifetime elision", 3).await.unwrap();
+    assert!(hits[0].url.ends_with("lifetimes.md"), "{hits:?}");
+    // A query of common words only still finds what has them.
+    let hits = corpus.search("rust", 3).await.unwrap();
+    assert_eq!(hits.len(), 3, "{hits:?}");
+}
+
+#[tokio::test]
+async fn a_file_read_unchanged_comes_parsed_from_the_index() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in CHAPTERS {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let corpus = Corpus::open(dir.path(), &dir.path().join(".index"))
+        .await
+        .unwrap();
+    corpus.refresh(&|_, _| {}).await.unwrap();
+    let url = corpus.search("lifetime elision", 1).await.unwrap()[0]
+        .url
+        .clone();
+    let fetched = corpus.fetch(&url).await.unwrap();
+    let sha = hex::encode(Sha256::digest(&fetched.bytes));
+    let doc = corpus
+        .parsed(&url, &sha)
+        .await
+        .unwrap()
+        .expect("kept by the index");
+    assert_eq!(doc.title, "Lifetimes");
+    assert!(
+        doc.blocks.iter().any(|b| b.text.contains("elision rules")),
+        "{doc:?}"
+    );
+
+    // Changed since it was indexed: the index's form is stale, so none is offered.
+    std::fs::write(
+        dir.path().join("lifetimes.md"),
+        "# Lifetimes\n\nRewritten.\n",
+    )
+    .unwrap();
+    let fetched = corpus.fetch(&url).await.unwrap();
+    let sha = hex::encode(Sha256::digest(&fetched.bytes));
+    assert!(corpus.parsed(&url, &sha).await.unwrap().is_none());
+    // Nor for a file outside the corpus.
+    assert!(
+        corpus
+            .parsed("file:///etc/hostname", &sha)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

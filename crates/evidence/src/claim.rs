@@ -100,39 +100,74 @@ pub fn plain_text(s: &str) -> String {
 /// of up to 3 consecutive sentences within a block, chosen by coverage of the claim's content
 /// terms and numbers (ties: the shorter, then the first). None when nothing shares one.
 pub fn best_span(claim: &str, doc: &ParsedDoc, page: Option<u32>) -> Option<Span> {
-    let claim_terms = features(&plain_text(claim));
-    if claim_terms.is_empty() {
-        return None;
-    }
-    // (covered, chars, text, page); strictly better replaces, so the first of equals stays.
-    let mut best: Option<(usize, usize, String, Option<u32>)> = None;
-    for block in sentence_blocks(doc, page) {
-        let sents = &block.sentences;
-        let found: Vec<BTreeSet<&String>> = sents
-            .iter()
-            .map(|s| {
-                let t = features(&plain_text(s));
-                claim_terms.iter().filter(|c| t.contains(*c)).collect()
+    DocSentences::of(doc, page).best_span(claim)
+}
+
+/// A document's sentences (on one page, when given) with the terms and numbers of each, read
+/// once: checking many claims against one document then costs a lookup per sentence, not a
+/// new reading of the whole document per claim.
+pub struct DocSentences {
+    blocks: Vec<(Vec<String>, Vec<BTreeSet<String>>, Option<u32>)>,
+}
+
+impl DocSentences {
+    pub fn of(doc: &ParsedDoc, page: Option<u32>) -> DocSentences {
+        let blocks = sentence_blocks(doc, page)
+            .into_iter()
+            .map(|b| {
+                let features = b
+                    .sentences
+                    .iter()
+                    .map(|s| features(&plain_text(s)))
+                    .collect();
+                (b.sentences, features, b.page)
             })
             .collect();
-        for start in 0..sents.len() {
-            let mut covered: BTreeSet<&String> = BTreeSet::new();
-            let mut chars = 0;
-            for end in start..(start + MAX_WINDOW).min(sents.len()) {
-                covered.extend(found[end].iter().copied());
-                chars += sents[end].chars().count() + usize::from(end > start);
-                let better = match &best {
-                    None => !covered.is_empty(),
-                    Some((c, n, ..)) => covered.len() > *c || (covered.len() == *c && chars < *n),
-                };
-                if better {
-                    let text = sents[start..=end].join(" ");
-                    best = Some((covered.len(), chars, text, block.page));
+        DocSentences { blocks }
+    }
+
+    /// [`best_span`] over these sentences.
+    pub fn best_span(&self, claim: &str) -> Option<Span> {
+        let claim_terms = features(&plain_text(claim));
+        if claim_terms.is_empty() {
+            return None;
+        }
+        // (covered, chars, first and last sentence, page); strictly better replaces, so the
+        // first of equals stays.
+        let mut best: Option<(usize, usize, &[String], Option<u32>)> = None;
+        for (sents, feats, page) in &self.blocks {
+            let found: Vec<BTreeSet<&String>> = feats
+                .iter()
+                .map(|t| claim_terms.iter().filter(|c| t.contains(*c)).collect())
+                .collect();
+            for start in 0..sents.len() {
+                let mut covered: BTreeSet<&String> = BTreeSet::new();
+                let mut chars = 0;
+                for end in start..(start + MAX_WINDOW).min(sents.len()) {
+                    covered.extend(found[end].iter().copied());
+                    chars += sents[end].chars().count() + usize::from(end > start);
+                    let better = match &best {
+                        None => !covered.is_empty(),
+                        Some((c, n, ..)) => {
+                            covered.len() > *c || (covered.len() == *c && chars < *n)
+                        }
+                    };
+                    if better {
+                        best = Some((covered.len(), chars, &sents[start..=end], *page));
+                    }
                 }
             }
         }
+        best.map(|(_, _, window, page)| Span {
+            text: window.join(" "),
+            page,
+        })
     }
-    best.map(|(_, _, text, page)| Span { text, page })
+
+    /// [`check_claim`] over these sentences.
+    pub fn check(&self, claim: &str, page: Option<u32>) -> Check {
+        check_span(claim, self.best_span(claim), page)
+    }
 }
 
 /// Entailment-style check of a claim by a passage: Ok when the passage supports it; Err with
@@ -248,7 +283,11 @@ pub fn entails(claim: &str, passage: &str) -> Result<(), String> {
 
 /// [`best_span`] then [`entails`].
 pub fn check_claim(claim: &str, doc: &ParsedDoc, page: Option<u32>) -> Check {
-    let Some(span) = best_span(claim, doc, page) else {
+    check_span(claim, best_span(claim, doc, page), page)
+}
+
+fn check_span(claim: &str, span: Option<Span>, page: Option<u32>) -> Check {
+    let Some(span) = span else {
         let reason = match page {
             Some(p) => format!("nothing on page {p} shares a content term with the claim"),
             None => "nothing in the document shares a content term with the claim".into(),

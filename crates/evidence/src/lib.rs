@@ -12,7 +12,8 @@ mod claim;
 mod passages;
 
 pub use claim::{
-    Check, Span, Verdict, best_span, check_claim, closest_sentence, entails, plain_text,
+    Check, DocSentences, Span, Verdict, best_span, check_claim, closest_sentence, entails,
+    plain_text,
 };
 pub use passages::{Passage, best_passages, cut, opening};
 

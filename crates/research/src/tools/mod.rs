@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use fathom_corpus::{Corpus, Fetched, SearchHit};
 use fathom_data::ArtifactStore;
-use fathom_parse::ContentParser;
+use fathom_parse::{ContentParser, ParsedDoc};
 
 use crate::events::{TextBlock, ToolCall, ToolCallResult, ToolOutput};
 
@@ -34,6 +34,12 @@ pub trait SearchProvider: Send + Sync + 'static {
 #[async_trait]
 pub trait Fetcher: Send + Sync + 'static {
     async fn fetch(&self, url: &str) -> Result<Fetched, String>;
+
+    /// The document at `url` as already parsed, when its content is still `sha256` (hex of its
+    /// bytes): the local corpus keeps what its index parsed, so a run need not parse it again.
+    async fn parsed(&self, _url: &str, _sha256: &str) -> Option<ParsedDoc> {
+        None
+    }
 }
 
 #[async_trait]
@@ -55,6 +61,11 @@ impl SearchProvider for Corpus {
 impl Fetcher for Corpus {
     async fn fetch(&self, url: &str) -> Result<Fetched, String> {
         Corpus::fetch(self, url).await.map_err(|e| e.to_string())
+    }
+
+    async fn parsed(&self, url: &str, sha256: &str) -> Option<ParsedDoc> {
+        // An index that cannot answer is no reason to fail: the document is parsed instead.
+        Corpus::parsed(self, url, sha256).await.ok().flatten()
     }
 }
 

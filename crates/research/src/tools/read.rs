@@ -112,11 +112,14 @@ impl Tools {
         raw: &FetchedRef,
         bytes: Vec<u8>,
     ) -> ToolResult<(ParsedSummary, ParsedDoc)> {
-        let doc = self
-            .parser
-            .parse(&raw.url, raw.kind, bytes, raw.charset.clone())
-            .await
-            .map_err(|e| format!("{}: {e}", raw.url))?;
+        let doc = match self.fetcher.parsed(&raw.url, &raw.file_id).await {
+            Some(doc) => doc,
+            None => self
+                .parser
+                .parse(&raw.url, raw.kind, bytes, raw.charset.clone())
+                .await
+                .map_err(|e| format!("{}: {e}", raw.url))?,
+        };
         let json = serde_json::to_vec(&doc).map_err(|e| e.to_string())?;
         let meta = self
             .artifacts

@@ -9,7 +9,7 @@ use fathom_fetch::SafeFetcher;
 use serde_json::{Value, json};
 
 use fathom_corpus::{Corpus, Fetched, SearchHit};
-use fathom_parse::DocKind;
+use fathom_parse::{DocKind, ParsedDoc};
 
 use super::{Fetcher, SearchProvider};
 
@@ -69,6 +69,13 @@ impl Fetcher for WebFetcher {
             bytes: f.bytes,
             charset: f.charset,
         })
+    }
+
+    async fn parsed(&self, url: &str, sha256: &str) -> Option<ParsedDoc> {
+        match &self.corpus {
+            Some(c) if url.starts_with("file://") => Fetcher::parsed(c.as_ref(), url, sha256).await,
+            _ => None,
+        }
     }
 }
 

@@ -11,7 +11,8 @@ use crate::agent::Models;
 use crate::report::Quote;
 use crate::state::RunCtx;
 use crate::state::{CheckedBy, ClaimRecord, Outcome};
-use fathom_evidence::{Span, Verdict, check_claim, closest_sentence, cut};
+use fathom_evidence::{DocSentences, Span, Verdict, closest_sentence, cut};
+use std::collections::HashMap;
 
 /// Characters of a passage put to the verifier (a PDF page without punctuation can be one
 /// long "sentence").
@@ -29,6 +30,8 @@ pub(super) async fn check_sections(
     pass: &str,
 ) -> Result<Vec<ClaimRecord>, StepError> {
     let mut records = Vec::new();
+    // Each document (or page) is read into sentences once for all the claims checked on it.
+    let mut read = Reading::default();
     for (si, (title, quotes)) in sections.iter_mut().enumerate() {
         let mut kept: Vec<Quote> = Vec::with_capacity(quotes.len());
         for (qi, quote) in std::mem::take(quotes).into_iter().enumerate() {
@@ -36,7 +39,7 @@ pub(super) async fn check_sections(
             // the first source read that supports it by the same check; else it stays
             // uncited, and citation recall counts it.
             let Some(doc) = read_at(docs, &quote.source_url) else {
-                match attribute(&quote.text, docs) {
+                match attribute(&quote.text, docs, &mut read) {
                     Some((doc, span)) => {
                         records.push(ClaimRecord {
                             section: title.clone(),
@@ -61,12 +64,12 @@ pub(super) async fn check_sections(
                 }
                 continue;
             };
-            let mut check = check_claim(&quote.text, doc, quote.page);
+            let mut check = read.check(&quote.text, doc, quote.page);
             // The first source failing, a further source the sentence cites may carry it.
             let mut quote = quote;
             if check.verdict == Verdict::Unsupported
                 && let Some((i, c)) = quote.also.iter().enumerate().find_map(|(i, a)| {
-                    let c = check_claim(&quote.text, read_at(docs, &a.url)?, None);
+                    let c = read.check(&quote.text, read_at(docs, &a.url)?, None);
                     (c.verdict == Verdict::Supported).then_some((i, c))
                 })
             {
@@ -145,12 +148,29 @@ fn read_at<'a>(docs: &'a [ParsedDoc], url: &str) -> Option<&'a ParsedDoc> {
 }
 
 /// The first document read whose passage supports `sentence`, with that passage.
-fn attribute<'a>(sentence: &str, docs: &'a [ParsedDoc]) -> Option<(&'a ParsedDoc, Span)> {
+fn attribute<'a>(
+    sentence: &str,
+    docs: &'a [ParsedDoc],
+    read: &mut Reading,
+) -> Option<(&'a ParsedDoc, Span)> {
     docs.iter().find_map(|doc| {
-        let check = check_claim(sentence, doc, None);
+        let check = read.check(sentence, doc, None);
         (check.verdict == Verdict::Supported)
             .then_some(check.span)
             .flatten()
             .map(|span| (doc, span))
     })
+}
+
+/// The documents' sentences as read for checking, by URL and page.
+#[derive(Default)]
+struct Reading(HashMap<(String, Option<u32>), DocSentences>);
+
+impl Reading {
+    fn check(&mut self, claim: &str, doc: &ParsedDoc, page: Option<u32>) -> fathom_evidence::Check {
+        self.0
+            .entry((doc.url.clone(), page))
+            .or_insert_with(|| DocSentences::of(doc, page))
+            .check(claim, page)
+    }
 }
