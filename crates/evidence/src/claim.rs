@@ -107,7 +107,14 @@ pub fn best_span(claim: &str, doc: &ParsedDoc, page: Option<u32>) -> Option<Span
 /// once: checking many claims against one document then costs a lookup per sentence, not a
 /// new reading of the whole document per claim.
 pub struct DocSentences {
-    blocks: Vec<(Vec<String>, Vec<BTreeSet<String>>, Option<u32>)>,
+    blocks: Vec<ReadBlock>,
+}
+
+/// A block's sentences, the terms and numbers of each, and its page.
+struct ReadBlock {
+    sentences: Vec<String>,
+    features: Vec<BTreeSet<String>>,
+    page: Option<u32>,
 }
 
 impl DocSentences {
@@ -120,7 +127,11 @@ impl DocSentences {
                     .iter()
                     .map(|s| features(&plain_text(s)))
                     .collect();
-                (b.sentences, features, b.page)
+                ReadBlock {
+                    sentences: b.sentences,
+                    features,
+                    page: b.page,
+                }
             })
             .collect();
         DocSentences { blocks }
@@ -135,8 +146,10 @@ impl DocSentences {
         // (covered, chars, first and last sentence, page); strictly better replaces, so the
         // first of equals stays.
         let mut best: Option<(usize, usize, &[String], Option<u32>)> = None;
-        for (sents, feats, page) in &self.blocks {
-            let found: Vec<BTreeSet<&String>> = feats
+        for block in &self.blocks {
+            let (sents, page) = (&block.sentences, &block.page);
+            let found: Vec<BTreeSet<&String>> = block
+                .features
                 .iter()
                 .map(|t| claim_terms.iter().filter(|c| t.contains(*c)).collect())
                 .collect();
