@@ -271,7 +271,10 @@ impl Corpus {
         }
         let changed = report.added + report.updated + report.removed > 0;
         if changed {
-            sqlx::query("DELETE FROM meta WHERE key = 'aggregates'")
+            // In the same transaction as the change, so no search ever reads a stale set.
+            let found = find_aggregates(&mut tx).await.map_err(ie)?;
+            sqlx::query("INSERT OR REPLACE INTO meta (key, value) VALUES ('aggregates', ?)")
+                .bind(serde_json::to_string(&found).unwrap_or_else(|_| "[]".into()))
                 .execute(&mut *tx)
                 .await
                 .map_err(ie)?;
@@ -436,8 +439,10 @@ impl Corpus {
         Ok(if kept.is_empty() { common } else { kept })
     }
 
-    /// The files that are aggregates of others (see [`AGGREGATE_SHARE`]), computed once per
-    /// refresh from the passages' hashes.
+    /// The files that are aggregates of others (see [`AGGREGATE_SHARE`]): worked out by the
+    /// refresh that changed the folder and kept in the index, so a run in a new process reads
+    /// one row instead of every passage's hash; an index without the row (a folder with no
+    /// change since) has them worked out here, in memory only.
     async fn aggregates(&self) -> Result<Arc<HashSet<String>>, CorpusError> {
         if let Some(known) = self
             .aggregates
@@ -447,57 +452,19 @@ impl Corpus {
         {
             return Ok(known.clone());
         }
-        // Worked out once per change of the folder and kept in the index: a run in a new
-        // process reads one row instead of every passage's hash.
+        let e = |e| index_err(&self.index_path, e);
         let stored: Option<String> =
             sqlx::query_scalar("SELECT value FROM meta WHERE key = 'aggregates'")
                 .fetch_optional(&self.pool)
                 .await
-                .map_err(|e| index_err(&self.index_path, e))?;
-        if let Some(found) = stored.and_then(|v| serde_json::from_str::<HashSet<String>>(&v).ok()) {
-            let found = Arc::new(found);
-            *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = Some(found.clone());
-            return Ok(found);
-        }
-        let rows: Vec<(String, String)> = sqlx::query_as("SELECT path, hash FROM passages")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| index_err(&self.index_path, e))?;
-        let mut homes: HashMap<&str, HashSet<&str>> = HashMap::new();
-        for (path, hash) in &rows {
-            homes.entry(hash).or_default().insert(path);
-        }
-        let mut per_file: HashMap<&str, (usize, usize, HashSet<&str>)> = HashMap::new();
-        for (path, hash) in &rows {
-            let entry = per_file.entry(path).or_default();
-            entry.0 += 1;
-            let holders = &homes[hash.as_str()];
-            if holders.len() > 1 && holders.len() <= BOILERPLATE_HOMES {
-                entry.1 += 1;
-                entry
-                    .2
-                    .extend(holders.iter().copied().filter(|p| *p != path));
+                .map_err(e)?;
+        let found = match stored.and_then(|v| serde_json::from_str(&v).ok()) {
+            Some(found) => found,
+            None => {
+                let mut conn = self.pool.acquire().await.map_err(e)?;
+                find_aggregates(&mut conn).await.map_err(e)?
             }
-        }
-        // An aggregate is larger than each file it gathers from: copies of the same pages
-        // (two versions of a manual side by side) gather nothing and all stay searchable.
-        let found: HashSet<String> = per_file
-            .iter()
-            .filter(|(_, (total, shared, from))| {
-                *shared as f64 >= AGGREGATE_SHARE * *total as f64
-                    && from.len() >= AGGREGATE_SOURCES
-                    && from
-                        .iter()
-                        .all(|other| per_file.get(other).is_some_and(|o| o.0 < *total))
-            })
-            .map(|(path, _)| path.to_string())
-            .collect();
-        let value = serde_json::to_string(&found).unwrap_or_else(|_| "[]".into());
-        sqlx::query("INSERT OR REPLACE INTO meta (key, value) VALUES ('aggregates', ?)")
-            .bind(value)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| index_err(&self.index_path, e))?;
+        };
         let found = Arc::new(found);
         *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = Some(found.clone());
         Ok(found)
@@ -560,6 +527,43 @@ impl Corpus {
 }
 
 /// The `file://` URL of an absolute path.
+/// The files that are aggregates of others (see [`AGGREGATE_SHARE`]), from the passages'
+/// hashes.
+async fn find_aggregates(conn: &mut SqliteConnection) -> Result<HashSet<String>, sqlx::Error> {
+    let rows: Vec<(String, String)> = sqlx::query_as("SELECT path, hash FROM passages")
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut homes: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for (path, hash) in &rows {
+        homes.entry(hash).or_default().insert(path);
+    }
+    let mut per_file: HashMap<&str, (usize, usize, HashSet<&str>)> = HashMap::new();
+    for (path, hash) in &rows {
+        let entry = per_file.entry(path).or_default();
+        entry.0 += 1;
+        let holders = &homes[hash.as_str()];
+        if holders.len() > 1 && holders.len() <= BOILERPLATE_HOMES {
+            entry.1 += 1;
+            entry
+                .2
+                .extend(holders.iter().copied().filter(|p| *p != path));
+        }
+    }
+    // An aggregate is larger than each file it gathers from: copies of the same pages (two
+    // versions of a manual side by side) gather nothing and all stay searchable.
+    Ok(per_file
+        .iter()
+        .filter(|(_, (total, shared, from))| {
+            *shared as f64 >= AGGREGATE_SHARE * *total as f64
+                && from.len() >= AGGREGATE_SOURCES
+                && from
+                    .iter()
+                    .all(|other| per_file.get(other).is_some_and(|o| o.0 < *total))
+        })
+        .map(|(path, _)| path.to_string())
+        .collect())
+}
+
 /// A search term as an FTS5 phrase: quoted, so operators and punctuation in it are text.
 fn fts_phrase(term: &str) -> String {
     format!("\"{}\"", term.replace('"', ""))
