@@ -111,6 +111,7 @@ async fn service_with_local(
         },
         models: Some(models(&llm.base_url)),
         sessions: store.clone(),
+        delivery: Default::default(),
     };
     let research = Research::new(store.clone(), EngineConfig::default(), deps);
     (research, store, db)
