@@ -65,12 +65,9 @@ async fn plan_round(
         state.background.clone(),
     );
     let note = drafted.as_ref().and_then(|(_, n)| n.clone());
-    // A follow-up's plan says which queries its parent's sources answer.
+    // A follow-up's plan says which queries its parent's sources answer (its documents are
+    // read from storage only when the plan is made, not when it is read back).
     let parent = state.parent.clone();
-    let docs = match &parent {
-        Some(p) => super::follow::parent_docs(deps, p).await,
-        None => Vec::new(),
-    };
     let plan = Invocation::new("decompose_query", id, kwargs)
         .call(
             &ctx,
@@ -84,7 +81,10 @@ async fn plan_round(
                     None => decompose_query(&q, &f, &a, &b),
                 };
                 Ok(match &parent {
-                    Some(p) => super::follow::with_coverage(plan, p, &docs),
+                    Some(p) => {
+                        let docs = super::follow::parent_docs(deps, p).await;
+                        super::follow::with_coverage(plan, p, &docs)
+                    }
                     None => plan,
                 })
             },

@@ -111,12 +111,14 @@ pub(super) async fn investigate_background(
         (Some(parent), _) => {
             let id = next_tool_id(&ctx, "search_session");
             let kwargs = json!({"query": query, "session": parent.research_id, "max_results": BACKGROUND_HITS});
-            let docs = super::follow::parent_docs(&deps, parent).await;
-            let q = query.clone();
+            let (q, deps) = (query.clone(), &deps);
             Invocation::new("search_session", id, kwargs)
                 .call(
                     &ctx,
-                    || async move { Ok(super::follow::parent_hits(&docs, &q, BACKGROUND_HITS)) },
+                    || async move {
+                        let docs = super::follow::parent_docs(deps, parent).await;
+                        Ok(super::follow::parent_hits(&docs, &q, BACKGROUND_HITS))
+                    },
                     |hits: &Vec<SearchHit>| {
                         let mut text = format!(
                             "{} passages in the sources of the session followed up",
