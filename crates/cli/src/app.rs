@@ -129,6 +129,7 @@ impl App {
             },
             models,
             sessions: store.clone(),
+            delivery: self.config.delivery.clone(),
         };
         Ok(Research::new(store, engine, deps))
     }

@@ -6,13 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fathom_engine::EngineConfig;
+use std::sync::Arc;
+
+use fathom_deliver::{Smtp, Webhook, WebhookConfig};
+use fathom_engine::{EngineConfig, RetryPolicy};
 use fathom_fetch::FetchConfig;
 use fathom_llm::ModelConfig;
 use fathom_parse::pdf::PdfLimits;
-use fathom_research::ResearchConfig;
 use fathom_research::agent::AgentRoles;
 use fathom_research::tools::web::{Provider, WebConfig};
+use fathom_research::{Delivery, ResearchConfig};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -46,8 +49,44 @@ struct ConfigFile {
     llm: LlmSection,
     #[serde(default)]
     parse: ParseSection,
+    #[serde(default)]
+    delivery: DeliverySection,
     research: ResearchSection,
 }
+
+/// How finished reports are delivered. The secrets (the webhook secret, the SMTP relay and
+/// its password) come from the environment, never from this file or a run.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct DeliverySection {
+    /// Webhook hosts (`name` or `name:port`) allowed although they resolve to loopback or
+    /// private addresses.
+    webhook_allow: Vec<String>,
+    /// Bound on one attempt (a webhook POST, each SMTP command).
+    timeout_seconds: u64,
+    /// Attempts per channel, the first included.
+    max_attempts: u32,
+    initial_backoff_ms: u64,
+    max_backoff_ms: u64,
+}
+
+impl Default for DeliverySection {
+    fn default() -> Self {
+        let d = Delivery::default();
+        DeliverySection {
+            webhook_allow: Vec::new(),
+            timeout_seconds: d.timeout.as_secs(),
+            max_attempts: d.retry.max_attempts,
+            initial_backoff_ms: d.retry.initial_backoff.as_millis() as u64,
+            max_backoff_ms: d.retry.max_backoff.as_millis() as u64,
+        }
+    }
+}
+
+/// The environment variables delivery reads.
+pub const WEBHOOK_SECRET_ENV: &str = "FATHOM_WEBHOOK_SECRET";
+pub const SMTP_URL_ENV: &str = "FATHOM_SMTP_URL";
+pub const SMTP_FROM_ENV: &str = "FATHOM_SMTP_FROM";
 
 /// How runs are driven.
 #[derive(Debug, Deserialize)]
@@ -222,6 +261,9 @@ pub struct AppConfig {
     pub pdf: PdfLimits,
     /// The agent's models; None runs the offline planner and writer.
     pub agent: Option<AgentRoles>,
+    /// How reports are delivered (webhook, email): the config's limits, the environment's
+    /// secrets.
+    pub delivery: Delivery,
 }
 
 impl AppConfig {
@@ -310,8 +352,58 @@ impl AppConfig {
             web: web_config(&file.search, &file.fetch, &in_base).map_err(invalid)?,
             pdf,
             agent: agent_roles(&file.llm, env).map_err(invalid)?,
+            delivery: delivery(&file.delivery, env).map_err(invalid)?,
         })
     }
+}
+
+/// Delivery as the config bounds it and the environment sets it up. A channel whose secret
+/// is missing or unusable is kept with the reason, which a run asking for it is refused with.
+fn delivery(
+    section: &DeliverySection,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Delivery, String> {
+    let d = section;
+    if d.timeout_seconds == 0 || d.max_attempts == 0 || d.max_attempts > 20 {
+        return Err("delivery: timeout_seconds must be at least 1, max_attempts 1 to 20".into());
+    }
+    if d.webhook_allow.len() > 256 {
+        return Err("delivery.webhook_allow: at most 256 hosts".into());
+    }
+    let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    let timeout = Duration::from_secs(d.timeout_seconds);
+    let webhook = match env(WEBHOOK_SECRET_ENV) {
+        Some(secret) => Ok(Arc::new(Webhook::new(WebhookConfig {
+            secret,
+            allow: d.webhook_allow.clone(),
+            timeout,
+            user_agent: FetchConfig::default().user_agent,
+        }))),
+        None => Err(format!(
+            "webhook delivery is not set up on this server: set {WEBHOOK_SECRET_ENV}"
+        )),
+    };
+    let email = match (env(SMTP_URL_ENV), env(SMTP_FROM_ENV)) {
+        (Some(url), Some(from)) => Smtp::new(&url, &from, timeout).map(Arc::new).map_err(|e| {
+            format!("email delivery is not usable: {SMTP_URL_ENV} or {SMTP_FROM_ENV}: {e}")
+        }),
+        (None, _) => Err(format!(
+            "email delivery is not set up on this server: set {SMTP_URL_ENV} and {SMTP_FROM_ENV}"
+        )),
+        (Some(_), None) => Err(format!(
+            "email delivery is not set up on this server: set {SMTP_FROM_ENV} (the sender's address)"
+        )),
+    };
+    Ok(Delivery {
+        webhook,
+        email,
+        retry: RetryPolicy {
+            max_attempts: d.max_attempts,
+            initial_backoff: Duration::from_millis(d.initial_backoff_ms),
+            max_backoff: Duration::from_millis(d.max_backoff_ms.max(d.initial_backoff_ms)),
+        },
+        timeout,
+    })
 }
 
 fn web_config(
@@ -531,6 +623,67 @@ mod tests {
             let err = AppConfig::load(Some(&path)).unwrap_err().to_string();
             assert!(err.contains(expected), "{expected}: {err}");
         }
+    }
+
+    #[test]
+    fn delivery_is_set_up_from_the_environment_and_bounded_by_the_config() {
+        let c = parse(&shipped(), &[]).unwrap();
+        let why = c.delivery.webhook.as_ref().err().unwrap();
+        assert!(why.contains("FATHOM_WEBHOOK_SECRET"), "{why}");
+        let why = c.delivery.email.as_ref().err().unwrap();
+        assert!(
+            why.contains("FATHOM_SMTP_URL and FATHOM_SMTP_FROM"),
+            "{why}"
+        );
+        assert_eq!(c.delivery.retry.max_attempts, 5);
+        let mut json = shipped();
+        json["delivery"] = json!({"webhook_allow": ["127.0.0.1"], "max_attempts": 2,
+                                  "initial_backoff_ms": 10, "max_backoff_ms": 20});
+        let c = parse(
+            &json,
+            &[
+                ("FATHOM_WEBHOOK_SECRET", "s"),
+                ("FATHOM_SMTP_URL", "smtp://u:hunter2@127.0.0.1:2525"),
+                ("FATHOM_SMTP_FROM", "Fathom <f@example.org>"),
+            ],
+        )
+        .unwrap();
+        assert!(c.delivery.webhook.is_ok() && c.delivery.email.is_ok());
+        assert_eq!(c.delivery.retry.max_attempts, 2);
+        assert!(!format!("{:?}", c.delivery).contains("hunter2"));
+        // An unusable relay is kept with its reason (a run asking for email is refused with
+        // it), never with its password.
+        let c = parse(
+            &shipped(),
+            &[
+                ("FATHOM_SMTP_URL", "mailto://u:hunter2@x"),
+                ("FATHOM_SMTP_FROM", "f@example.org"),
+            ],
+        )
+        .unwrap();
+        let why = c.delivery.email.as_ref().err().unwrap();
+        assert!(
+            why.contains("not usable") && !why.contains("hunter2"),
+            "{why}"
+        );
+        let c = parse(&shipped(), &[("FATHOM_SMTP_URL", "smtp://127.0.0.1:25")]).unwrap();
+        assert!(
+            c.delivery
+                .email
+                .as_ref()
+                .err()
+                .unwrap()
+                .contains("set FATHOM_SMTP_FROM")
+        );
+        let mut bad = shipped();
+        bad["delivery"] = json!({"max_attempts": 0});
+        assert!(parse(&bad, &[]).unwrap_err().contains("max_attempts"));
+        bad["delivery"] = json!({"retries": 3});
+        assert!(
+            parse(&bad, &[])
+                .unwrap_err()
+                .contains("unknown field `retries`")
+        );
     }
 
     #[test]

@@ -995,3 +995,76 @@ async fn markdown_unknown_fields_and_a_failed_run_in_the_browser() {
     assert_contrast(&b, "failed run").await;
     drop(served);
 }
+
+/// A follow-up asked on a finished report, in the browser: the form under the report starts
+/// it, the plan at the gate says which queries the first session's sources answer, the run
+/// names the session it follows, and the sessions list shows the link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_is_asked_on_a_finished_report_and_listed_with_its_parent() {
+    let env = env();
+    let served = Served::start(&env, free_port(), None);
+    let parent: Value = http()
+        .post(format!("{}/workflows/deep-research/run", served.root))
+        .json(&json!({"start_event": {"query": QUESTION, "settings": {"require_approval": false}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(parent["status"], "completed", "{parent}");
+    let parent_id = parent["handler_id"].as_str().unwrap().to_string();
+
+    let b = browser(1280, 900).await;
+    b.goto(&format!("{}/#/run/{parent_id}", served.root)).await;
+    b.wait_until(
+        "the finished report with its follow-up form",
+        "return document.querySelector('#run-status').dataset.status === 'completed' \
+           && !document.querySelector('#follow-up').hidden;",
+        vec![],
+    )
+    .await;
+    b.fill(
+        "#follow-up textarea",
+        "What are the ownership rules in Rust?",
+    )
+    .await;
+    b.click_css("#follow-up-button").await;
+    b.wait_until(
+        "the follow-up's own page",
+        "return location.hash.startsWith('#/run/') && !location.hash.includes(arguments[0]);",
+        vec![json!(parent_id)],
+    )
+    .await;
+    let id = run_id(&b).await;
+    // At the gate: the plan says which queries the parent's sources answer.
+    b.wait_until(
+        "the follow-up plan and the session it follows",
+        "const f = document.querySelector(\"[data-field='follow_up']\"); \
+         const link = document.querySelector('#run-follows a'); \
+         return f && f.querySelectorAll(\"[data-list='covered'] li\").length > 0 \
+           && link && link.getAttribute('href') === '#/run/' + arguments[0];",
+        vec![json!(parent_id)],
+    )
+    .await;
+    b.click_css("#approve-button").await;
+    b.wait_until(
+        "the follow-up's report",
+        "return document.querySelector('#run-status').dataset.status === 'completed' \
+           && document.querySelectorAll('#report a.cite').length > 0;",
+        vec![],
+    )
+    .await;
+
+    b.click_css(".top nav a[href='#/sessions']").await;
+    let shown = b
+        .wait_until(
+            "the follow-up listed with its parent",
+            "const p = document.querySelector(`#session-list li[data-id='${arguments[0]}'] .session-parent`); \
+             return p && p.querySelector('a').getAttribute('href') === '#/run/' + arguments[1] ? p.textContent : null;",
+            vec![json!(id), json!(parent_id)],
+        )
+        .await;
+    assert_eq!(shown, json!(format!("Follow-up of “{QUESTION}”")));
+    drop(served);
+}

@@ -183,6 +183,13 @@ impl<S: Serialize + Clone> Ctx<S> {
         Ok(())
     }
 
+    /// A crash-testing hook: with `FATHOM_CRASH_AT=<this step>:<label>`, the process halts
+    /// here (a test then SIGKILLs it), e.g. inside a call after its effect and before its
+    /// result is journaled. Unset, it does nothing.
+    pub async fn crash_point(&self, label: &str) {
+        crash_point(self.parts.step, label).await;
+    }
+
     /// A stable key for an external call, for services that deduplicate by idempotency key.
     pub fn idempotency_key(&self, key: &str) -> String {
         format!("{}:{}:{}", self.parts.lease.run_id, self.parts.scope, key)
@@ -289,7 +296,7 @@ impl<S: Serialize + Clone> Ctx<S> {
             b.calls_done += 1;
             b.calls_done
         };
-        crash_point(p.step, done).await;
+        crash_point(p.step, &done.to_string()).await;
         if kept == json {
             Ok(value)
         } else {
@@ -381,19 +388,21 @@ impl<S: Serialize + Clone> Ctx<S> {
 
 /// Crash testing. With `FATHOM_CRASH_AT=<step>:<n>` in the environment, a process halts
 /// after the n-th journaled call of `<step>` has been stored, announcing it on stderr, so a
-/// test can SIGKILL it at a known point inside the step. Unset, this costs one lookup.
-async fn crash_point(step: &str, calls_done: u32) {
-    static TARGET: std::sync::OnceLock<Option<(String, u32)>> = std::sync::OnceLock::new();
+/// test can SIGKILL it at a known point inside the step. `<step>:<label>` halts where the step
+/// calls [`Ctx::crash_point`] with that label instead (inside a call, before its result is
+/// stored). Unset, this costs one lookup.
+async fn crash_point(step: &str, at: &str) {
+    static TARGET: std::sync::OnceLock<Option<(String, String)>> = std::sync::OnceLock::new();
     let target = TARGET.get_or_init(|| {
         let spec = std::env::var("FATHOM_CRASH_AT").ok()?;
         let (s, n) = spec.rsplit_once(':')?;
-        Some((s.to_string(), n.parse().ok()?))
+        Some((s.to_string(), n.to_string()))
     });
     if let Some((s, n)) = target
         && s == step
-        && *n == calls_done
+        && n == at
     {
-        eprintln!("fathom: crash point {step}:{calls_done} reached, halting");
+        eprintln!("fathom: crash point {step}:{at} reached, halting");
         std::future::pending::<()>().await;
     }
 }

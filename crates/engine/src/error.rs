@@ -90,6 +90,9 @@ pub enum EngineError {
     UnknownRun(String),
     #[error("invalid start event for '{workflow}': {reason}")]
     InvalidStart { workflow: String, reason: String },
+    /// The start event names something not in a state to start from (a session still running).
+    #[error("cannot start '{workflow}': {reason}")]
+    StartConflict { workflow: String, reason: String },
     #[error("invalid event type: {given}. Expected one of {expected}")]
     UnknownEventType { given: String, expected: String },
     #[error("invalid {event_type}: {reason}")]

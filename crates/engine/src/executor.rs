@@ -17,7 +17,7 @@ use crate::store::{
     CancelOutcome, DeliverOutcome, Lease, NewMessage, NewRun, RunRecord, RunStatus, RunStore,
     StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
 };
-use crate::workflow::ErasedWorkflow;
+use crate::workflow::{ErasedWorkflow, StartRefusal};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -135,6 +135,17 @@ impl Engine {
                 workflow: workflow.to_string(),
                 reason,
             })?;
+        wf.guard_start(&start).await.map_err(|r| match r {
+            StartRefusal::Invalid(reason) => EngineError::InvalidStart {
+                workflow: workflow.to_string(),
+                reason,
+            },
+            StartRefusal::Conflict(reason) => EngineError::StartConflict {
+                workflow: workflow.to_string(),
+                reason,
+            },
+            StartRefusal::Failed(reason) => EngineError::Store(StoreError::Backend(reason)),
+        })?;
         let timeout = opts.timeout.or(wf.run_timeout());
         let id = opts.run_id.unwrap_or_else(crate::new_id);
         let run = self

@@ -74,8 +74,8 @@ pub use event::{
 pub use executor::{Engine, EngineConfig, RunNotice, StartOptions};
 pub use follow::Follower;
 pub use workflow::{
-    BoxFuture, Either, Emits, ErasedWorkflow, EventInfo, EventRole, RetryPolicy, StepOptions, Stop,
-    Workflow, WorkflowState,
+    BoxFuture, Either, Emits, ErasedWorkflow, EventInfo, EventRole, RetryPolicy, StartRefusal,
+    StepOptions, Stop, Workflow, WorkflowState,
 };
 
 /// A new 10-character id from the URL-safe alphabet, like the handler ids of the Python

@@ -69,6 +69,21 @@ impl Default for RetryPolicy {
 /// Checks a JSON payload: that it decodes as the event type, and any rule the workflow adds.
 type Validator = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
 
+/// Why a start event is refused by a rule that looks beyond the event itself (the session it
+/// names, say): checked before the run is created, so a refused start stores nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartRefusal {
+    /// The event asks for something that cannot be (it names nothing that exists).
+    Invalid(String),
+    /// The event is fine, but what it names is not in a state to start from (yet).
+    Conflict(String),
+    /// The rule could not be checked (storage failed): not the caller's fault.
+    Failed(String),
+}
+
+/// An asynchronous rule start events must meet (it may read storage).
+type StartGuard = Arc<dyn Fn(Value) -> BoxFuture<Result<(), StartRefusal>> + Send + Sync>;
+
 /// What part an event type plays in a workflow, for the schemas and graph it publishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventRole {
@@ -213,6 +228,7 @@ pub struct Workflow<S: WorkflowState> {
     name: String,
     start_type: &'static str,
     validate_start: Validator,
+    guard_start: Option<StartGuard>,
     steps: Vec<StepDef<S>>,
     by_event: HashMap<&'static str, usize>,
     external: Vec<(&'static str, Validator)>,
@@ -229,6 +245,7 @@ impl<S: WorkflowState> Workflow<S> {
             name: name.into(),
             start_type: Start::TYPE,
             validate_start: validator::<Start>(|_| Ok(())),
+            guard_start: None,
             steps: Vec::new(),
             by_event: HashMap::new(),
             external: Vec::new(),
@@ -249,6 +266,31 @@ impl<S: WorkflowState> Workflow<S> {
             "check_start for another event type"
         );
         self.validate_start = validator::<Start>(check);
+        self
+    }
+
+    /// Adds a rule start events must meet that needs to look elsewhere (storage): run after
+    /// [`Self::check_start`]'s, before a run is created.
+    pub fn guard_start<Start, F, Fut>(mut self, guard: F) -> Self
+    where
+        Start: Event,
+        F: Fn(Start) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), StartRefusal>> + Send + 'static,
+    {
+        assert_eq!(
+            Start::TYPE,
+            self.start_type,
+            "guard_start for another event type"
+        );
+        let guard = Arc::new(guard);
+        self.guard_start = Some(Arc::new(move |payload: Value| {
+            let guard = guard.clone();
+            Box::pin(async move {
+                let event: Start = serde_json::from_value(payload)
+                    .map_err(|e| StartRefusal::Invalid(e.to_string()))?;
+                guard(event).await
+            })
+        }));
         self
     }
 
@@ -362,6 +404,8 @@ pub trait ErasedWorkflow: Send + Sync + 'static {
     fn name(&self) -> &str;
     fn start_type(&self) -> &'static str;
     fn validate_start(&self, payload: &Value) -> Result<(), String>;
+    /// The workflow's asynchronous start rule, if it has one (after [`Self::validate_start`]).
+    fn guard_start(&self, payload: &Value) -> BoxFuture<Result<(), StartRefusal>>;
     fn initial_state(&self) -> Value;
     fn external_types(&self) -> Vec<&'static str>;
     fn validate_external(&self, event_type: &str, payload: &Value) -> Option<Result<(), String>>;
@@ -392,6 +436,12 @@ impl<S: WorkflowState> ErasedWorkflow for Workflow<S> {
     }
     fn validate_start(&self, payload: &Value) -> Result<(), String> {
         (self.validate_start)(payload)
+    }
+    fn guard_start(&self, payload: &Value) -> BoxFuture<Result<(), StartRefusal>> {
+        match &self.guard_start {
+            Some(g) => g(payload.clone()),
+            None => Box::pin(async { Ok(()) }),
+        }
     }
     fn initial_state(&self) -> Value {
         serde_json::to_value(S::default()).unwrap_or(Value::Null)

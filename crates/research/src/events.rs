@@ -12,12 +12,17 @@ use fathom_corpus::SearchHit;
 
 // ---- Sent by clients ----
 
-/// Starts a research run: `{"query": "...", "settings": {...}}`.
+/// Starts a research run: `{"query": "...", "settings": {...}}`, and `"follow_up_of": ID` for
+/// a follow-up question on a finished session (also accepted as `parent_id`).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResearchStart {
     pub query: String,
     #[serde(default)]
     pub settings: Option<Value>,
+    /// A completed session this question follows up: its sources are read first, and only
+    /// what they do not cover is searched again.
+    #[serde(default, alias = "parent_id", skip_serializing_if = "Option::is_none")]
+    pub follow_up_of: Option<String>,
 }
 impl_event!(
     ResearchStart,
@@ -114,6 +119,14 @@ impl_event!(SourcesParsed, "SourcesParsed");
 pub struct ReportWritten {}
 impl_event!(ReportWritten, "ReportWritten");
 
+/// The session is saved as completed and the run asked for its report to be delivered: the
+/// result to deliver, and to end the run with once delivery is done (or given up on).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DeliverReport {
+    pub result: ResearchResult,
+}
+impl_event!(DeliverReport, "DeliverReport");
+
 // ---- Results (StopEvent subclasses) ----
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -126,6 +139,9 @@ pub struct ResearchResult {
     pub sources: Vec<Source>,
     /// The stored report (content-addressed artifact id).
     pub report_file_id: Option<String>,
+    /// The session this run followed up, if it was a follow-up question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
 }
 impl_event!(
     ResearchResult,

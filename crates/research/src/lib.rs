@@ -13,9 +13,13 @@
 //! - [`planner`]: the offline planner. The report and its citations, the extractive writer
 //!   and the report's measures are fathom-report's ([`report`], [`writer`], [`eval`]).
 //! - [`service`]: what the CLI and the server do with runs; [`sessions`]: saved sessions.
+//! - [`follow_up`]: a question on a saved session, answered from its sources first;
+//!   [`delivery`]: the report sent to a webhook or by email when done (`deliver_report`).
 
 pub mod agent;
+pub mod delivery;
 pub mod events;
+pub mod follow_up;
 pub mod planner;
 pub mod route;
 pub mod service;
@@ -29,6 +33,7 @@ pub mod workflow;
 // and its users name them as before.
 pub use fathom_report::{eval, report, writer};
 
+pub use delivery::Delivery;
 pub use events::{ApproveEvent, ResearchResult, ResearchStart};
 pub use planner::Plan;
 pub use service::{Research, ResearchError, check_decision, check_start};

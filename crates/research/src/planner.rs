@@ -23,6 +23,10 @@ pub struct Plan {
     /// it informed the queries and outline and is shown with the plan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub background: Vec<SearchHit>,
+    /// For a follow-up question: which queries the parent session's sources answer (not
+    /// searched again) and which are searched. Worked out again for an edited plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<crate::follow_up::FollowUp>,
 }
 
 impl Plan {
@@ -44,7 +48,19 @@ impl Plan {
     pub fn to_text(&self) -> String {
         let mut s = format!("Plan for: {}\n\nSearch queries:\n", self.question);
         for q in &self.queries {
-            s.push_str(&format!("  - {q}\n"));
+            let from_parent = self
+                .follow_up
+                .as_ref()
+                .and_then(|f| f.covered.iter().find(|c| &c.query == q));
+            match (&self.follow_up, from_parent) {
+                (Some(f), Some(c)) => s.push_str(&format!(
+                    "  - {q} (answered by the sources of session {}: {} documents; not searched again)\n",
+                    f.parent_id,
+                    c.sources.len()
+                )),
+                (Some(_), None) => s.push_str(&format!("  - {q} (new search)\n")),
+                (None, _) => s.push_str(&format!("  - {q}\n")),
+            }
         }
         s.push_str("Report outline:\n");
         for (i, o) in self.outline.iter().enumerate() {
@@ -299,6 +315,7 @@ pub fn decompose_query(
         queries,
         outline,
         background: background.to_vec(),
+        follow_up: None,
     }
 }
 

@@ -8,6 +8,7 @@ use fathom_engine::store::{DeliverOutcome, RunRecord, RunStore, StoreError};
 use fathom_engine::{Engine, EngineConfig, EngineError, StartOptions};
 use serde_json::Value;
 
+use crate::delivery::Delivery;
 use crate::events::{ApproveEvent, ResearchStart};
 use crate::sessions::Sessions;
 use crate::settings::{ResearchConfig, SettingsError};
@@ -27,6 +28,15 @@ pub enum ResearchError {
     Settings(#[from] SettingsError),
     #[error("no research session '{0}'")]
     UnknownSession(String),
+    #[error("no research session '{0}' to follow up")]
+    UnknownParent(String),
+    #[error(
+        "research session '{id}' is not finished (status: {status}); a follow-up can be asked once it has completed"
+    )]
+    ParentNotFinished { id: String, status: String },
+    /// The run asks for a delivery this server is not set up for.
+    #[error("{0}")]
+    Delivery(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
@@ -59,7 +69,22 @@ impl Research {
         query: &str,
         settings: Option<Value>,
     ) -> Result<RunRecord, ResearchError> {
-        let start = self.check_start(query, settings)?;
+        self.start_follow_up(query, settings, None).await
+    }
+
+    /// [`Research::start`] for a question that follows up session `follow_up_of`, when given:
+    /// the session must exist and have completed.
+    pub async fn start_follow_up(
+        &self,
+        query: &str,
+        settings: Option<Value>,
+        follow_up_of: Option<String>,
+    ) -> Result<RunRecord, ResearchError> {
+        let mut start = self.check_start(query, settings)?;
+        if let Some(parent) = follow_up_of {
+            self.check_follow_up(&parent).await?;
+            start.follow_up_of = Some(parent);
+        }
         let payload =
             serde_json::to_value(&start).map_err(|e| StoreError::Invalid(e.to_string()))?;
         Ok(self
@@ -73,7 +98,14 @@ impl Research {
         query: &str,
         settings: Option<Value>,
     ) -> Result<ResearchStart, ResearchError> {
-        check_start(&self.deps.config, query, settings)
+        let start = check_start(&self.deps.config, query, settings)?;
+        check_delivery(&self.deps.config, &self.deps.delivery, &start)?;
+        Ok(start)
+    }
+
+    /// Checks that session `id` can be followed up: it exists and has completed.
+    pub async fn check_follow_up(&self, id: &str) -> Result<(), ResearchError> {
+        check_parent(&self.sessions(), id).await.map(|_| ())
     }
 
     /// Delivers a decision to the gate of run `id`; the workflow checks it first (an edited
@@ -112,8 +144,64 @@ pub fn check_start(
     if n > MAX_QUESTION_CHARS {
         return Err(ResearchError::QuestionTooLong(n));
     }
-    config.settings(settings.as_ref())?;
-    Ok(ResearchStart { query: q, settings })
+    let checked = config.settings(settings.as_ref())?;
+    // The targets' form: a webhook that is not an http(s) URL or an address that is not one
+    // is refused before anything is stored (whether they answer is the delivery's business).
+    let mut problems = Vec::new();
+    if let Some(url) = checked.webhook()
+        && let Err(e) = fathom_deliver::Webhook::check_url(url)
+    {
+        problems.push(format!("deliver_webhook: {e}"));
+    }
+    for address in checked.email_to() {
+        if let Err(e) = fathom_deliver::email::check_address(&address) {
+            problems.push(format!("deliver_email: {e}"));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(SettingsError(problems).into());
+    }
+    Ok(ResearchStart {
+        query: q,
+        settings,
+        follow_up_of: None,
+    })
+}
+
+/// Checks that this server can make the deliveries a start asks for (a secret, a relay) and
+/// that the session it follows up is named well.
+pub fn check_delivery(
+    config: &ResearchConfig,
+    delivery: &Delivery,
+    start: &ResearchStart,
+) -> Result<(), ResearchError> {
+    let settings = config.settings(start.settings.as_ref())?;
+    delivery.check(&settings).map_err(ResearchError::Delivery)?;
+    if let Some(id) = &start.follow_up_of
+        && (id.is_empty()
+            || id.len() > 128
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+    {
+        return Err(ResearchError::UnknownParent(id.clone()));
+    }
+    Ok(())
+}
+
+/// The saved record of session `id` if it can be followed up: it exists and has completed.
+pub async fn check_parent(sessions: &Sessions, id: &str) -> Result<Value, ResearchError> {
+    let record = sessions
+        .find(id)
+        .await?
+        .ok_or_else(|| ResearchError::UnknownParent(id.to_string()))?;
+    match record["status"].as_str() {
+        Some("completed") => Ok(record),
+        other => Err(ResearchError::ParentNotFinished {
+            id: id.to_string(),
+            status: other.unwrap_or("unknown").to_string(),
+        }),
+    }
 }
 
 /// What is wrong with a decision, if anything: an edited plan must be runnable, and texts

@@ -33,6 +33,35 @@ pub struct Settings {
     /// How the question is answered: the route asked for (`auto` lets the coordinator pick).
     #[serde(default)]
     pub mode: ModeSetting,
+    /// When the report is done, POST the result to this http(s) URL, signed (empty: no
+    /// webhook). The secret is the server's (`FATHOM_WEBHOOK_SECRET`), never the run's.
+    #[serde(default)]
+    pub deliver_webhook: String,
+    /// When the report is done, email it (HTML body, PDF attached) to these addresses through
+    /// the server's SMTP relay (`FATHOM_SMTP_URL`, `FATHOM_SMTP_FROM`).
+    #[serde(default)]
+    pub deliver_email: Vec<String>,
+}
+
+impl Settings {
+    /// The webhook the report goes to, if the run asked for one.
+    pub fn webhook(&self) -> Option<&str> {
+        Some(self.deliver_webhook.trim()).filter(|u| !u.is_empty())
+    }
+
+    /// The addresses the report is emailed to (blank entries left out).
+    pub fn email_to(&self) -> Vec<String> {
+        self.deliver_email
+            .iter()
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty())
+            .collect()
+    }
+
+    /// Whether the run asked for its report to be delivered anywhere.
+    pub fn wants_delivery(&self) -> bool {
+        self.webhook().is_some() || !self.email_to().is_empty()
+    }
 }
 
 fn default_parallel() -> usize {

@@ -54,6 +54,10 @@ pub struct SourceEntry {
     /// Pages in the document (PDF).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages: Option<u32>,
+    /// The session this source was read in, when a follow-up took it from its parent
+    /// (read again from storage, not fetched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_session: Option<String>,
 }
 
 impl SourceEntry {
@@ -71,6 +75,7 @@ impl SourceEntry {
             site_name: None,
             canonical_url: None,
             pages: None,
+            from_session: None,
         }
     }
 }
@@ -115,6 +120,12 @@ pub struct ResearchState {
     /// Each cited sentence checked against its passage, and what became of it.
     #[serde(default)]
     pub claims: Vec<ClaimRecord>,
+    /// The session this run follows up, as loaded when it started.
+    #[serde(default)]
+    pub parent: Option<crate::follow_up::Parent>,
+    /// What became of the deliveries the run asked for (webhook, email).
+    #[serde(default)]
+    pub delivery: Option<crate::delivery::DeliveryRecord>,
 }
 
 impl ResearchState {
@@ -144,6 +155,9 @@ impl ResearchState {
             "cut_short": self.gathered.as_ref().and_then(|g| g.cut_short.as_ref()),
             "notes": self.gathered.as_ref().map(|g| &g.notes),
             "claims": self.claims,
+            "parent_id": self.parent.as_ref().map(|p| &p.research_id),
+            "parent_query": self.parent.as_ref().map(|p| &p.query),
+            "delivery": self.delivery,
             "updated_at_ms": now_ms(),
         })
     }

@@ -111,6 +111,7 @@ async fn service_with_local(
         },
         models: Some(models(&llm.base_url)),
         sessions: store.clone(),
+        delivery: Default::default(),
     };
     let research = Research::new(store.clone(), EngineConfig::default(), deps);
     (research, store, db)
@@ -986,4 +987,93 @@ async fn the_coordinator_model_sends_a_simple_question_to_a_direct_answer_from_l
         report.contains("survey.md"),
         "cites the local page: {report}"
     );
+}
+
+/// A follow-up with the agent: its plan splits the planner's queries into those the parent's
+/// documents answer and the rest, researchers are started on exactly the rest, and the
+/// parent's documents are among what the writer cites from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follow_up_researches_only_what_the_parents_sources_do_not_answer() {
+    let web = SearchAndPages::start().await;
+    let llm = Server::start(scripted_agent()).await;
+    let (research, store, _db) = service(&web, &llm).await;
+    // The parent researches "alpha" only (its plan edited at the gate).
+    let parent = research
+        .start(
+            "What did the survey measure?",
+            Some(json!({"mode": "deep", "depth": "light"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(drive(&research, &parent.id).await, RunStatus::Waiting);
+    let plan = fathom_research::Plan {
+        question: "What did the survey measure?".into(),
+        queries: vec!["alpha".into()],
+        outline: vec!["Findings".into()],
+        ..Default::default()
+    };
+    research
+        .decide(
+            &parent.id,
+            ApproveEvent {
+                approved: true,
+                plan: Some(plan),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(drive(&research, &parent.id).await, RunStatus::Completed);
+    let before = tasks_started(&llm).len();
+    let run = research
+        .start_follow_up(
+            "What did the survey find?",
+            Some(json!({"require_approval": false, "depth": "light"})),
+            Some(parent.id.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
+    let session = research.sessions().get(&run.id).await.unwrap();
+    assert_eq!(session["parent_id"], parent.id.as_str());
+    let split = &session["plan"]["follow_up"];
+    let search: Vec<String> = serde_json::from_value(split["search"].clone()).unwrap();
+    let covered = split["covered"].as_array().unwrap();
+    assert_eq!(
+        covered.len() + search.len(),
+        session["plan"]["queries"].as_array().unwrap().len(),
+        "{split}"
+    );
+    assert!(!covered.is_empty() && !search.is_empty(), "{split}");
+    // Researchers start on exactly what the parent does not answer (reflection may add
+    // tasks after them); none on what it does.
+    let started = tasks_started(&llm)[before..].to_vec();
+    // Researchers of one batch run in parallel: their first requests come in any order.
+    let mut first = started[..search.len().min(started.len())].to_vec();
+    first.sort();
+    let mut wanted = search.clone();
+    wanted.sort();
+    assert_eq!(first, wanted, "{started:?}");
+    for c in covered {
+        let q = c["query"].as_str().unwrap();
+        assert!(
+            !started.iter().any(|t| t == q),
+            "{q} is answered by the parent: {started:?}"
+        );
+    }
+    let from_parent: Vec<&serde_json::Value> = session["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["from_session"] == parent.id.as_str())
+        .collect();
+    assert!(!from_parent.is_empty(), "{}", session["sources"]);
+    let events = store.events_after(&run.id, -1, 10_000).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.envelope.value["tool_name"] == "search_session")
+    );
+    assert!(session["report_markdown"].as_str().unwrap().contains("[1]"));
 }

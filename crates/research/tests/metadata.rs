@@ -34,6 +34,7 @@ async fn metadata_returns_the_collection_and_the_resolved_settings_schema() {
         },
         models: None,
         sessions: store.clone(),
+        delivery: Default::default(),
     };
     let research = Research::new(store, EngineConfig::default(), deps);
     let run = research

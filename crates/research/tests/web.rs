@@ -242,6 +242,7 @@ async fn deep_research_over_the_web() {
         },
         models: None,
         sessions: store.clone(),
+        delivery: Default::default(),
     };
     let research = Research::new(store.clone(), EngineConfig::default(), deps);
     let start = json!({"query": "How does ownership work in Rust?",

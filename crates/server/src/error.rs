@@ -95,6 +95,7 @@ impl From<EngineError> for ApiError {
             EngineError::InvalidStart { reason, .. } => {
                 ApiError::bad_request(format!("Validation error for 'start_event': {reason}"))
             }
+            EngineError::StartConflict { reason, .. } => ApiError::conflict(reason),
             EngineError::UnknownEventType { given, expected } => ApiError::bad_request(format!(
                 "Invalid event type: {given}. Expected one of {expected}"
             )),

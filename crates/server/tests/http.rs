@@ -92,6 +92,7 @@ async fn server_with(opts: Opts) -> Server {
         },
         models: None,
         sessions: store.clone(),
+        delivery: Default::default(),
     };
     // The stream readers' poll interval is the engine's.
     let engine_config = EngineConfig {
@@ -606,7 +607,8 @@ async fn metadata_schemas_and_graph() {
             "run_web_research",
             "fetch_parse_sources",
             "synthesize_and_patch",
-            "persist_session"
+            "persist_session",
+            "deliver_report"
         ]
     );
     let edges = graph["graph"]["edges"].as_array().unwrap();
@@ -617,6 +619,17 @@ async fn metadata_schemas_and_graph() {
     assert!(edges.contains(
         &json!({"source": "persist_session", "target": "ResearchResult", "label": null})
     ));
+    // A run asking for delivery ends after `deliver_report`.
+    assert!(
+        edges.contains(
+            &json!({"source": "persist_session", "target": "DeliverReport", "label": null})
+        )
+    );
+    assert!(
+        edges.contains(
+            &json!({"source": "deliver_report", "target": "ResearchResult", "label": null})
+        )
+    );
     let (_, events) = s.get(&format!("{D}/workflows/deep-research/events")).await;
     let titles: Vec<&str> = events["events"]
         .as_array()
@@ -1393,4 +1406,111 @@ async fn session_exports_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_exports_postgres() {
     session_exports(Dialect::Postgres).await;
+}
+
+/// Follow-ups over HTTP: `follow_up_of` (or `parent_id`) in the start event. One on a
+/// completed session runs and is linked to it; an unknown session is a 400, one not finished
+/// a 409, each with its reason and nothing stored. Deliveries this server is not set up for,
+/// or aimed at a malformed target, are a 400 too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_ups_and_delivery_settings_over_http() {
+    let s = server(Dialect::Sqlite, None).await;
+    let run = format!("{D}/workflows/deep-research/run");
+    let quick = json!({"require_approval": false});
+    let (status, parent) = s
+        .post(
+            &run,
+            json!({"start_event": {"query": QUESTION, "settings": quick}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{parent}");
+    let parent = parent["handler_id"].as_str().unwrap().to_string();
+    // A session waiting at the gate, once its record is saved.
+    let (status, waiting) = s
+        .post(
+            &format!("{D}/workflows/deep-research/run-nowait"),
+            json!({"start_event": {"query": "What is borrowing in Rust?", "settings": {"mode": "deep"}}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{waiting}");
+    let waiting = waiting["handler_id"].as_str().unwrap().to_string();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while session_record(&s, &waiting).await["status"] != "awaiting_approval" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never reached the gate"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, before) = s.get("/handlers").await;
+
+    let nowait = format!("{D}/workflows/deep-research/run-nowait");
+    for (start, code, says) in [
+        (
+            json!({"query": "Why?", "follow_up_of": "nope"}),
+            400,
+            "follow_up_of: no research session 'nope' to follow up".to_string(),
+        ),
+        (
+            json!({"query": "Why?", "parent_id": waiting}),
+            409,
+            format!("research session '{waiting}' is not finished (status: awaiting_approval)"),
+        ),
+        (
+            json!({"query": "Why?", "follow_up_of": "../etc"}),
+            400,
+            "no research session '../etc' to follow up".to_string(),
+        ),
+        (
+            json!({"query": "Why?", "settings": {"deliver_webhook": "https://hooks.example.com/x"}}),
+            400,
+            "deliver_webhook: webhook delivery is not set up on this server: set FATHOM_WEBHOOK_SECRET".to_string(),
+        ),
+        (
+            json!({"query": "Why?", "settings": {"deliver_webhook": "gopher://x.example/"}}),
+            400,
+            "deliver_webhook: webhooks are http or https URLs".to_string(),
+        ),
+        (
+            json!({"query": "Why?", "settings": {"deliver_email": ["ana@example.org"]}}),
+            400,
+            "set FATHOM_SMTP_URL and FATHOM_SMTP_FROM".to_string(),
+        ),
+        (
+            json!({"query": "Why?", "settings": {"deliver_email": ["not an address"]}}),
+            400,
+            "deliver_email".to_string(),
+        ),
+    ] {
+        let (status, body) = s.post(&nowait, json!({ "start_event": start })).await;
+        assert_eq!(status, code, "{start}: {body}");
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(&says), "{start}: {detail}");
+    }
+    let (_, after) = s.get("/handlers").await;
+    assert_eq!(
+        before["handlers"].as_array().map(Vec::len),
+        after["handlers"].as_array().map(Vec::len),
+        "nothing stored"
+    );
+
+    // A follow-up of the completed session runs, linked to it, and says so in its result.
+    let (status, handler) = s
+        .post(
+            &run,
+            json!({"start_event": {"query": "What are the ownership rules in Rust?",
+                                   "follow_up_of": parent, "settings": quick}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{handler}");
+    let id = handler["handler_id"].as_str().unwrap();
+    assert_eq!(
+        handler["result"]["value"]["parent_id"],
+        parent.as_str(),
+        "{handler}"
+    );
+    let record = session_record(&s, id).await;
+    assert_eq!(record["parent_id"], parent.as_str());
+    assert_eq!(record["parent_query"], QUESTION);
+    assert_eq!(record["plan"]["follow_up"]["parent_id"], parent.as_str());
 }

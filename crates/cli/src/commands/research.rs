@@ -11,6 +11,7 @@ use fathom_corpus::Corpus;
 use fathom_data::CollectionScope;
 use fathom_engine::new_id;
 use fathom_engine::store::{RunStatus, RunStore};
+use fathom_research::service::{check_delivery, check_parent};
 use fathom_research::{ApproveEvent, Plan, Research, ResearchResult, Sessions, check_start};
 use fathom_store::SqlStore;
 use serde_json::{Value, json};
@@ -28,9 +29,14 @@ struct Opened {
 pub struct ResearchArgs {
     /// The question to research.
     question: String,
-    /// Folder of HTML, Markdown, text, DOCX and PDF files to research in.
+    /// Folder of HTML, Markdown, text, DOCX and PDF files to research in (for a follow-up,
+    /// the session's own by default).
     #[arg(long)]
-    corpus: PathBuf,
+    corpus: Option<PathBuf>,
+    /// Ask the question as a follow-up of a completed session: its sources are read first,
+    /// and only what they do not cover is searched.
+    #[arg(long, value_name = "ID")]
+    follow_up: Option<String>,
     /// Approve the plan without asking.
     #[arg(long, short)]
     yes: bool,
@@ -115,9 +121,26 @@ fn build(
 pub async fn research(app: &App, args: ResearchArgs) -> anyhow::Result<ExitCode> {
     let settings = parse_settings(args.settings.as_deref(), &args.set)?;
     // Checked before anything is opened or stored.
-    let start = check_start(&app.config.research, &args.question, settings)?;
+    let mut start = check_start(&app.config.research, &args.question, settings)?;
+    start.follow_up_of = args.follow_up.clone();
+    check_delivery(&app.config.research, &app.config.delivery, &start)?;
     let store = app.connect().await?;
-    let corpus = app.open_corpus(&args.corpus, args.events).await?;
+    let corpus_dir = match (&args.corpus, &args.follow_up) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(parent)) => recall(&store, parent)
+            .await?
+            .get("corpus")
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                anyhow!("session '{parent}' has no recorded corpus; pass --corpus DIR")
+            })?,
+        (None, None) => bail!("--corpus DIR is needed: the folder to research in"),
+    };
+    if let Some(parent) = &args.follow_up {
+        check_parent(&Sessions::new(store.clone(), &app.config.research), parent).await?;
+    }
+    let corpus = app.open_corpus(&corpus_dir, args.events).await?;
     let run_id = new_id();
     let opened = build(app, store.clone(), corpus.clone(), &run_id)?;
     let run = opened
@@ -302,11 +325,14 @@ async fn drive(
                     write_report(&output, &result.report_markdown)?;
                     let session = opened.research.sessions().get(id).await.ok();
                     let claims = session.as_ref().map_or(String::new(), |s| claims_summary(&s["claims"]));
-                    let line = format!(
+                    let mut line = format!(
                         "report {} ({} sources cited{claims})",
                         output.display(),
                         result.sources.len()
                     );
+                    if let Some(s) = &session {
+                        line.push_str(&delivery_summary(&s["delivery"]));
+                    }
                     return Ok((ExitCode::SUCCESS, Some(line)));
                 }
                 RunStatus::Failed | RunStatus::Cancelled => {
@@ -330,6 +356,24 @@ async fn drive(
         say(events, &line);
     }
     Ok(code)
+}
+
+/// One line per delivery the run asked for: delivered, or failed and why (a failed delivery
+/// does not fail the research).
+fn delivery_summary(delivery: &Value) -> String {
+    let mut out = String::new();
+    for (channel, d) in delivery.as_object().into_iter().flatten() {
+        let attempts = d["attempts"].as_u64().unwrap_or(0);
+        let tries = if attempts == 1 { "attempt" } else { "attempts" };
+        out.push_str(&format!(
+            "\ndelivery {channel}: {} after {attempts} {tries}{}",
+            d["status"].as_str().unwrap_or("?"),
+            d["reason"]
+                .as_str()
+                .map_or(String::new(), |r| format!(": {r}"))
+        ));
+    }
+    out
 }
 
 /// What became of the cited sentences checked against their sources, for the last line.

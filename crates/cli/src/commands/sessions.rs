@@ -1,6 +1,7 @@
 //! `fathom sessions list` and `fathom sessions show ID`: saved research sessions.
 
 use fathom_research::{Plan, Sessions};
+use serde_json::Value;
 
 use super::research::render_plan;
 use crate::app::App;
@@ -14,8 +15,12 @@ pub async fn list(app: &App, limit: i64) -> anyhow::Result<()> {
         eprintln!("no research sessions yet");
     }
     for s in sessions {
+        // A follow-up names the session it follows up.
+        let parent = s["parent_id"]
+            .as_str()
+            .map_or(String::new(), |p| format!("  (follow-up of {p})"));
         println!(
-            "{}  {:<17} {}",
+            "{}  {:<17} {}{parent}",
             s["research_id"].as_str().unwrap_or("?"),
             s["status"].as_str().unwrap_or("?"),
             s["query"].as_str().unwrap_or("")
@@ -30,6 +35,12 @@ pub async fn show(app: &App, id: &str) -> anyhow::Result<()> {
     println!("session   {id}");
     println!("question  {}", s["query"].as_str().unwrap_or(""));
     println!("status    {}", s["status"].as_str().unwrap_or(""));
+    if let Some(parent) = s["parent_id"].as_str() {
+        println!(
+            "follows   {parent} ({})",
+            s["parent_query"].as_str().unwrap_or("")
+        );
+    }
     if let Ok(plan) = serde_json::from_value::<Plan>(s["plan"].clone()) {
         print!("{}", render_plan(&plan));
     }
@@ -43,6 +54,23 @@ pub async fn show(app: &App, id: &str) -> anyhow::Result<()> {
                 src["url"].as_str().unwrap_or("")
             );
         }
+    }
+    for (channel, d) in s["delivery"].as_object().into_iter().flatten() {
+        let to: Vec<&str> = d["to"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        println!(
+            "delivery  {channel} to {}: {} after {} attempts{}",
+            to.join(", "),
+            d["status"].as_str().unwrap_or("?"),
+            d["attempts"],
+            d["reason"]
+                .as_str()
+                .map_or(String::new(), |r| format!(" ({r})"))
+        );
     }
     if let Some(md) = s["report_markdown"].as_str().filter(|m| !m.is_empty()) {
         println!("\n{md}");

@@ -10,8 +10,11 @@ use serde_json::{Value, json};
 use fathom_corpus::SearchHit;
 
 use super::ResearchDeps;
+use crate::agent::findings::{ReadDoc, from_passages};
 use crate::events::*;
-use crate::state::{ArtifactRef, SourceEntry, past};
+use crate::follow_up::FollowUp;
+use crate::planner::Plan;
+use crate::state::{ArtifactRef, Gathered, SourceEntry, past};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
 use crate::tools::read::{FetchedRef, ParsedSummary};
@@ -25,16 +28,46 @@ pub(super) async fn run_web_research(
     let state = ctx.state();
     let settings = state.settings()?.clone();
     let wrap_up = state.wrap_up_at();
+    // A follow-up: the approved plan's queries split again (an edit may have changed them)
+    // into those the parent's documents answer, which are not searched, and the rest.
+    let follow = match &state.parent {
+        Some(parent) => {
+            let docs = super::follow::parent_docs(&deps, parent).await;
+            let plan = super::follow::with_coverage(ev.plan.clone(), parent, &docs);
+            let split = plan.follow_up.clone().unwrap_or_default();
+            ctx.edit_state(|s| {
+                s.plan = Some(plan);
+                s.artifacts
+                    .extend(super::follow::parent_artifacts(parent, &docs));
+            });
+            Some((parent.clone(), docs, split))
+        }
+        None => None,
+    };
+    let to_search: Vec<String> = match &follow {
+        Some((_, _, split)) => split.search.clone(),
+        None => ev.plan.queries.clone(),
+    };
+    let mut sources: Vec<SourceEntry> = match &follow {
+        Some((parent, docs, _)) => super::follow::parent_sources(parent, docs),
+        None => Vec::new(),
+    };
     if let Some(models) = &deps.models {
-        let gathered = crate::agent::researcher::research(
-            &ctx,
-            &deps.tools,
-            models,
-            &ev.plan,
-            &settings,
-            || past(wrap_up),
-        )
-        .await?;
+        let mut gathered = if to_search.is_empty() {
+            Gathered::default()
+        } else {
+            let plan = Plan {
+                queries: to_search.clone(),
+                ..ev.plan.clone()
+            };
+            crate::agent::researcher::research(&ctx, &deps.tools, models, &plan, &settings, || {
+                past(wrap_up)
+            })
+            .await?
+        };
+        if let Some((_, docs, split)) = &follow {
+            from_parent(&mut gathered, &ev.plan.question, docs, split);
+        }
         let hits: Vec<SearchHit> = gathered
             .read
             .iter()
@@ -46,29 +79,35 @@ pub(super) async fn run_web_research(
                 score: 0.0,
             })
             .collect();
+        // The parent's documents are already listed (and stored); the rest were read now.
+        let fresh: Vec<(&SearchHit, &ParsedRef)> = hits
+            .iter()
+            .zip(&gathered.read)
+            .filter(|(h, _)| !sources.iter().any(|s| s.url == h.url))
+            .collect();
+        sources.extend(fresh.iter().map(|(h, r)| SourceEntry {
+            status: "read".into(),
+            file_id: Some(r.file_id.clone()),
+            ..SourceEntry::found(h)
+        }));
+        let artifacts: Vec<ArtifactRef> = fresh
+            .iter()
+            .map(|(_, r)| ArtifactRef {
+                file_id: r.file_id.clone(),
+                kind: "parsed".into(),
+                url: Some(r.url.clone()),
+            })
+            .collect();
         ctx.edit_state(|s| {
-            s.sources = hits
-                .iter()
-                .zip(&gathered.read)
-                .map(|(h, r)| SourceEntry {
-                    status: "read".into(),
-                    file_id: Some(r.file_id.clone()),
-                    ..SourceEntry::found(h)
-                })
-                .collect();
-            s.artifacts
-                .extend(gathered.read.iter().map(|r| ArtifactRef {
-                    file_id: r.file_id.clone(),
-                    kind: "parsed".into(),
-                    url: Some(r.url.clone()),
-                }));
+            s.sources = sources;
+            s.artifacts.extend(artifacts);
             s.gathered = Some(gathered);
         });
         deps.save_session(&ctx.state()).await?;
         return Ok(SourcesFound { hits });
     }
     let mut per_query: Vec<Vec<SearchHit>> = Vec::new();
-    for query in ev.plan.queries.iter().take(50) {
+    for query in to_search.iter().take(50) {
         if past(wrap_up) {
             break;
         }
@@ -97,10 +136,14 @@ pub(super) async fn run_web_research(
     let depth = per_query.iter().map(Vec::len).max().unwrap_or(0);
     'fill: for rank in 0..depth {
         for hits in &per_query {
+            // A document the parent read is not read again.
             if let Some(h) = hits.get(rank)
                 && !chosen
                     .iter()
                     .any(|c| canonical_url(&c.url) == canonical_url(&h.url))
+                && !sources
+                    .iter()
+                    .any(|s| canonical_url(&s.url) == canonical_url(&h.url))
             {
                 if chosen.len() == settings.max_sources {
                     break 'fill;
@@ -109,9 +152,8 @@ pub(super) async fn run_web_research(
             }
         }
     }
-    ctx.edit_state(|s| {
-        s.sources = chosen.iter().map(SourceEntry::found).collect();
-    });
+    sources.extend(chosen.iter().map(SourceEntry::found));
+    ctx.edit_state(|s| s.sources = sources);
     deps.save_session(&ctx.state()).await?;
     Ok(SourcesFound { hits: chosen })
 }
@@ -130,7 +172,21 @@ pub(super) async fn fetch_parse_sources(
     }
     let delay = Duration::from_millis(state.settings()?.fetch_delay_ms);
     let wrap_up = state.wrap_up_at();
-    let mut docs = Vec::new();
+    // A follow-up's parent's documents are read already (stored, parsed): they come first.
+    let mut docs: Vec<ParsedRef> = match &state.parent {
+        Some(p) => p
+            .docs
+            .iter()
+            .filter(|d| {
+                state
+                    .sources
+                    .iter()
+                    .any(|s| s.url == d.url && s.from_session.is_some())
+            })
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
     for (i, hit) in ev.hits.iter().enumerate() {
         if past(wrap_up) {
             break;
@@ -220,4 +276,41 @@ fn mark_source(ctx: &RunCtx, url: &str, outcome: Result<(&String, &ParsedSummary
             }
         }
     });
+}
+
+/// A follow-up with the agent: the parent's documents count as read, and their best sentences
+/// for the question and the queries they answer as findings, before what the researchers
+/// found for the rest.
+fn from_parent(
+    gathered: &mut Gathered,
+    question: &str,
+    docs: &[(ParsedRef, fathom_parse::ParsedDoc)],
+    split: &FollowUp,
+) {
+    let asked = std::iter::once(question)
+        .chain(split.covered.iter().map(|c| c.query.as_str()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let read: Vec<ReadDoc> = docs
+        .iter()
+        .map(|(r, d)| ReadDoc {
+            url: r.url.clone(),
+            title: r.title.clone(),
+            file_id: r.file_id.clone(),
+            passages: fathom_evidence::best_passages(d, &asked, 3, 600),
+        })
+        .collect();
+    let mut findings = from_passages(&read, 8);
+    findings.append(&mut gathered.findings);
+    gathered.findings = findings;
+    let mut all: Vec<ParsedRef> = docs.iter().map(|(r, _)| r.clone()).collect();
+    for r in gathered.read.drain(..) {
+        if !all.iter().any(|x| x.url == r.url) {
+            all.push(r);
+        }
+    }
+    gathered.read = all;
+    gathered
+        .done
+        .extend(split.covered.iter().map(|c| c.query.clone()));
 }

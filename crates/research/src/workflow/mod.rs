@@ -10,6 +10,8 @@
 //! only called from the steps after the gate.
 
 mod claims;
+mod deliver;
+mod follow;
 mod gather;
 mod plan;
 mod route;
@@ -19,10 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fathom_data::CollectionStore;
-use fathom_engine::{Ctx, ErasedWorkflow, RetryPolicy, StepError, StepOptions, Stop, Workflow};
+use fathom_engine::{
+    Ctx, ErasedWorkflow, RetryPolicy, StartRefusal, StepError, StepOptions, Stop, Workflow,
+};
 
+use crate::delivery::Delivery;
 use crate::events::*;
-use crate::service::{check_decision, check_start};
+use crate::service::{ResearchError, check_decision, check_delivery, check_parent, check_start};
 use crate::sessions::Sessions;
 use crate::settings::ResearchConfig;
 use crate::state::{ResearchState, RunCtx};
@@ -45,6 +50,8 @@ pub struct ResearchDeps {
     /// The agent's models; None runs the offline planner and extractive writer.
     pub models: Option<crate::agent::Models>,
     pub sessions: Arc<dyn CollectionStore>,
+    /// How finished reports are delivered (webhook, email), as this server is set up.
+    pub delivery: Delivery,
 }
 
 impl ResearchDeps {
@@ -69,12 +76,42 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
         timeout: Duration::from_secs(24 * 3600),
         retry: RetryPolicy::attempts(3),
     };
-    let config = deps.config.clone();
+    // Every attempt of every channel, with its backoff: bounded by the delivery settings.
+    let delivering = StepOptions {
+        timeout: deps.delivery.step_timeout(),
+        retry: RetryPolicy::attempts(3),
+    };
+    let (config, delivery) = (deps.config.clone(), deps.delivery.clone());
+    let guarded = deps.clone();
     Workflow::<ResearchState>::new::<ResearchStart>(DEEP_RESEARCH)
         .check_start(move |ev: &ResearchStart| {
-            check_start(&config, &ev.query, ev.settings.clone())
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            let start =
+                check_start(&config, &ev.query, ev.settings.clone()).map_err(|e| e.to_string())?;
+            let start = ResearchStart {
+                follow_up_of: ev.follow_up_of.clone(),
+                ..start
+            };
+            check_delivery(&config, &delivery, &start).map_err(|e| e.to_string())
+        })
+        // A follow-up names a session that must exist and be finished: looked up in storage.
+        .guard_start(move |ev: ResearchStart| {
+            let deps = guarded.clone();
+            async move {
+                let Some(parent) = ev.follow_up_of else {
+                    return Ok(());
+                };
+                let sessions = Sessions::new(deps.sessions.clone(), &deps.config);
+                match check_parent(&sessions, &parent).await {
+                    Ok(_) => Ok(()),
+                    Err(e @ ResearchError::ParentNotFinished { .. }) => {
+                        Err(StartRefusal::Conflict(e.to_string()))
+                    }
+                    Err(e @ ResearchError::UnknownParent(_)) => {
+                        Err(StartRefusal::Invalid(format!("follow_up_of: {e}")))
+                    }
+                    Err(e) => Err(StartRefusal::Failed(e.to_string())),
+                }
+            }
         })
         .step_with("route_query", quick, with_deps(&deps, route::route_query))
         .step_with(
@@ -108,6 +145,11 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
             "persist_session",
             quick,
             with_deps(&deps, write::persist_session),
+        )
+        .step_with(
+            "deliver_report",
+            delivering,
+            with_deps(&deps, deliver::deliver_report),
         )
         .accepts_external_checked::<ApproveEvent>(check_decision)
         .streams::<AgentInput>()

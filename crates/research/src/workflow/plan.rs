@@ -65,17 +65,27 @@ async fn plan_round(
         state.background.clone(),
     );
     let note = drafted.as_ref().and_then(|(_, n)| n.clone());
+    // A follow-up's plan says which queries its parent's sources answer (its documents are
+    // read from storage only when the plan is made, not when it is read back).
+    let parent = state.parent.clone();
     let plan = Invocation::new("decompose_query", id, kwargs)
         .call(
             &ctx,
             || async move {
-                Ok(match drafted {
+                let plan = match drafted {
                     Some((plan, _)) => plan,
                     None if quick => Plan {
                         background: b,
                         ..one_step(&q)
                     },
                     None => decompose_query(&q, &f, &a, &b),
+                };
+                Ok(match &parent {
+                    Some(p) => {
+                        let docs = super::follow::parent_docs(deps, p).await;
+                        super::follow::with_coverage(plan, p, &docs)
+                    }
+                    None => plan,
                 })
             },
             move |p: &Plan| match note {

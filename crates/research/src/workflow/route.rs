@@ -54,14 +54,38 @@ pub(super) async fn route_query(
         current_agent_name: COORDINATOR.into(),
     })?;
     let web = !deps.tools.search.is_local();
-    let chosen = match (settings.mode.forced(), &deps.models) {
-        (Some(mode), _) => Route {
+    if let Some(parent_id) = &ev.follow_up_of {
+        let parent = super::follow::load_parent(&ctx, &deps, parent_id).await?;
+        ctx.edit_state(|s| s.parent = Some(parent));
+    }
+    let parent = ctx.read_state(|s| {
+        s.parent
+            .as_ref()
+            .map(|p| (p.research_id.clone(), p.query.clone()))
+    });
+    let chosen = match (settings.mode.forced(), &deps.models, parent) {
+        // A follow-up is planned: its plan says which queries the parent's sources answer.
+        // `web` keeps its quick look; anything else is researched in full.
+        (forced, _, Some((id, question))) => Route {
+            mode: if forced == Some(Mode::Web) {
+                Mode::Web
+            } else {
+                Mode::Deep
+            },
+            reason: format!(
+                "it follows up session {id} (\"{question}\"): that session's sources are read first, and only what they do not cover is searched"
+            ),
+            by: RoutedBy::Rules,
+        },
+        (Some(mode), _, None) => Route {
             mode,
             reason: "the mode setting asks for it".into(),
             by: RoutedBy::Setting,
         },
-        (None, Some(models)) => crate::agent::coordinator::route(&ctx, models, &query, web).await?,
-        (None, None) => {
+        (None, Some(models), None) => {
+            crate::agent::coordinator::route(&ctx, models, &query, web).await?
+        }
+        (None, None, None) => {
             let (mode, reason) = by_rules(&query, web);
             Route {
                 mode,
@@ -81,9 +105,36 @@ pub(super) async fn investigate_background(
     deps: Arc<ResearchDeps>,
     ev: QueryRouted,
 ) -> Result<Either<Investigated, SourcesFound>, StepError> {
-    let query = ctx.read_state(|s| s.query.clone());
-    let hits: Vec<SearchHit> = match &deps.tools.local {
-        Some(local) => {
+    let (query, parent) = ctx.read_state(|s| (s.query.clone(), s.parent.clone()));
+    let hits: Vec<SearchHit> = match (&parent, &deps.tools.local) {
+        // A follow-up looks in what its parent read, not in the corpus.
+        (Some(parent), _) => {
+            let id = next_tool_id(&ctx, "search_session");
+            let kwargs = json!({"query": query, "session": parent.research_id, "max_results": BACKGROUND_HITS});
+            let (q, deps) = (query.clone(), &deps);
+            Invocation::new("search_session", id, kwargs)
+                .call(
+                    &ctx,
+                    || async move {
+                        let docs = super::follow::parent_docs(deps, parent).await;
+                        Ok(super::follow::parent_hits(&docs, &q, BACKGROUND_HITS))
+                    },
+                    |hits: &Vec<SearchHit>| {
+                        let mut text = format!(
+                            "{} passages in the sources of the session followed up",
+                            hits.len()
+                        );
+                        for h in hits {
+                            text.push_str(&format!("\n- {}: {}", h.title, h.snippet));
+                        }
+                        text
+                    },
+                    |hits| json!({ "hits": hits }),
+                )
+                .await?
+                .unwrap_or_default()
+        }
+        (None, Some(local)) => {
             let id = next_tool_id(&ctx, "search_local");
             let kwargs = json!({"query": query, "max_results": BACKGROUND_HITS});
             let (local, q) = (local.clone(), query.clone());
@@ -107,7 +158,7 @@ pub(super) async fn investigate_background(
                 // A local corpus that cannot be searched leaves the plan to the question alone.
                 .unwrap_or_default()
         }
-        None => Vec::new(),
+        (None, None) => Vec::new(),
     };
     let mut mode = ev.mode;
     if mode == Mode::Simple && hits.is_empty() {

@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use fathom_engine::StepError;
+use fathom_engine::{Either, StepError, Stop};
 use serde_json::json;
 
-use fathom_engine::Stop;
 use fathom_parse::ParsedDoc;
 
 use super::claims::check_sections;
@@ -266,11 +265,14 @@ fn patch_text(p: &Patch) -> String {
     format!("## {}\n\n{text}\n", p.section)
 }
 
+/// Stores the report and saves the session as completed; ends the run, or, when the run asked
+/// for its report to be delivered, hands the result to `deliver_report` (the research is
+/// complete either way: a delivery does not decide it).
 pub(super) async fn persist_session(
     ctx: RunCtx,
     deps: Arc<ResearchDeps>,
     _ev: ReportWritten,
-) -> Result<Stop<ResearchResult>, StepError> {
+) -> Result<Either<Stop<ResearchResult>, DeliverReport>, StepError> {
     let md = ctx.read_state(|s| s.report_markdown.clone());
     let artifacts = deps.tools.artifacts.clone();
     let report_id = ctx
@@ -291,14 +293,27 @@ pub(super) async fn persist_session(
         });
         s.clone()
     });
-    deps.save_session(&state).await?;
-    Ok(Stop(ResearchResult {
-        research_id: state.research_id,
+    let result = ResearchResult {
+        research_id: state.research_id.clone(),
         status: "completed".into(),
-        query: state.query,
-        plan: state.plan,
-        report_markdown: state.report_markdown,
+        query: state.query.clone(),
+        plan: state.plan.clone(),
+        report_markdown: state.report_markdown.clone(),
         sources: state.report.sources.clone(),
         report_file_id: Some(report_id),
-    }))
+        parent_id: state.parent.as_ref().map(|p| p.research_id.clone()),
+    };
+    let settings = state.settings()?;
+    if !settings.wants_delivery() {
+        deps.save_session(&state).await?;
+        return Ok(Either::Left(Stop(result)));
+    }
+    // Recorded as pending with the session's completion, so a reader sees the report is
+    // done and on its way.
+    let state = ctx.edit_state(|s| {
+        s.delivery = Some(super::deliver::pending(&ctx, &deps, settings));
+        s.clone()
+    });
+    deps.save_session(&state).await?;
+    Ok(Either::Right(DeliverReport { result }))
 }

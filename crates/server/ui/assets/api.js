@@ -153,9 +153,11 @@ export function researchMetadata() {
 }
 
 /** Starts a research run; returns its handler. */
-export async function startResearch(query, settings) {
+export async function startResearch(query, settings, followUpOf) {
   const startEvent = { query };
   if (settings && Object.keys(settings).length) startEvent.settings = settings;
+  // A follow-up reads the finished session's sources first.
+  if (followUpOf) startEvent.follow_up_of = followUpOf;
   const { body } = await request('POST', wf(`/workflows/${RESEARCH}/run-nowait`), { start_event: startEvent });
   return body;
 }

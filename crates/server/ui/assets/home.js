@@ -206,9 +206,16 @@ function sessionItem(item, handlerStatus) {
   const read = (d.sources || []).filter((s) => s.status === 'read').length;
   const cited = (d.cited_sources || []).length;
   const when = item.updated_at || item.created_at;
+  // A follow-up names the session it follows up, as a link to it.
+  const parent = d.parent_id
+    ? h('div', { class: 'session-parent muted', 'data-parent': d.parent_id },
+      'Follow-up of ',
+      h('a', { href: `#/run/${encodeURIComponent(d.parent_id)}` }, `“${d.parent_query || d.parent_id}”`))
+    : null;
   return h('li', { class: 'session', 'data-id': id },
     h('a', { href: `#/run/${encodeURIComponent(id)}`, class: 'session-link' },
       h('span', { class: 'session-query' }, d.query || '(no question)')),
+    parent,
     h('div', { class: 'session-meta' },
       statusBadge(status),
       h('span', {}, [plural(read, 'source'), ' read', cited ? `, ${cited} cited` : '']),

@@ -5,7 +5,7 @@
 import { h, jsonText, plural, uid } from './dom.js';
 import { humanize } from './settings-form.js';
 
-const KNOWN = new Set(['question', 'clarifying_questions', 'queries', 'outline', 'background']);
+const KNOWN = new Set(['question', 'clarifying_questions', 'queries', 'outline', 'background', 'follow_up']);
 
 /** A read-only view of any JSON value: text, lists, key/value lists, or JSON. */
 export function valueView(value, depth = 0) {
@@ -33,12 +33,32 @@ function backgroundView(plan) {
       b.snippet ? h('span', { class: 'muted' }, ` ${b.snippet}`) : null))));
 }
 
+/** A follow-up's plan: which queries the followed-up session's sources answer, which are
+ * searched again. */
+function followUpView(plan) {
+  const f = plan && plan.follow_up;
+  if (!f || typeof f !== 'object') return null;
+  const covered = Array.isArray(f.covered) ? f.covered : [];
+  const search = Array.isArray(f.search) ? f.search : [];
+  return h('section', { class: 'extra follow-up', 'data-field': 'follow_up' },
+    h('h4', {}, 'Follows up ',
+      h('a', { href: `#/run/${encodeURIComponent(f.parent_id || '')}` }, `session ${f.parent_id || ''}`)),
+    h('p', {}, 'Answered by its sources, not searched again: ',
+      covered.length ? null : h('span', { class: 'muted' }, 'none')),
+    covered.length ? h('ul', { class: 'plain-list', 'data-list': 'covered' }, covered.map((c) => h('li', {},
+      c.query, h('span', { class: 'muted' }, ` (${plural((c.sources || []).length, 'source')})`)))) : null,
+    h('p', {}, 'New searches: ', search.length ? null : h('span', { class: 'muted' }, 'none')),
+    search.length ? h('ul', { class: 'plain-list', 'data-list': 'search' }, search.map((q) => h('li', {}, q))) : null);
+}
+
 /** The plan's fields other than question, queries, outline and clarifying questions. */
 export function extraFields(plan) {
   const extras = Object.entries(plan || {}).filter(([k]) => !KNOWN.has(k));
   const background = backgroundView(plan);
-  if (!extras.length && !background) return null;
+  const followUp = followUpView(plan);
+  if (!extras.length && !background && !followUp) return null;
   return h('div', { class: 'plan-extra' },
+    followUp,
     background,
     extras.map(([k, v]) => h('section', { class: 'extra', 'data-field': k },
       h('h4', {}, humanize(k)), valueView(v))));

@@ -232,6 +232,9 @@ export function describeCall(tool, kwargs) {
     case 'decompose_query': return 'drafting the plan';
     case 'route_query': return 'choosing how to answer';
     case 'search_local': return 'looking at the local sources';
+    case 'search_session': return 'looking at the sources of the session followed up';
+    case 'deliver_webhook': return `delivering to ${shortUrl((kwargs.to || [])[0] || '')} (attempt ${kwargs.attempt || 1})`;
+    case 'deliver_email': return `emailing ${(kwargs.to || []).join(', ')} (attempt ${kwargs.attempt || 1})`;
     default: return `calling ${tool}`;
   }
 }

@@ -4,7 +4,7 @@
 // completed from its saved snapshot (Agent Data).
 
 import * as api from './api.js';
-import { announce, fill, h, jsonText, plural } from './dom.js';
+import { announce, fill, h, jsonText, plural, uid } from './dom.js';
 import { planReviewForm, planSummary } from './plan-review.js';
 import { renderReport, renderSources, reportStatus, artifactLink, exportLinks } from './report.js';
 import { TERMINAL, apply, applySession, describeCall, newRun, shortUrl } from './run-state.js';
@@ -45,9 +45,12 @@ export function mountRun(main, id) {
   const reportEl = h('div', { id: 'report', class: 'report prose', 'aria-live': 'off' });
   const reportState = h('p', { id: 'report-status', class: 'muted', role: 'status' });
   const reportActions = h('div', { class: 'report-actions' });
+  const deliveryEl = h('ul', { id: 'report-delivery', class: 'plain-list delivery', hidden: true });
+  const followUpEl = h('div', { id: 'follow-up', hidden: true });
   const reportPanel = h('section', { class: 'panel', id: 'report-panel', 'aria-labelledby': 'report-title' },
     h('div', { class: 'section-head' }, h('h2', { id: 'report-title' }, 'Report'), reportActions),
-    reportState, reportEl);
+    reportState, deliveryEl, reportEl, followUpEl);
+  const follows = h('p', { id: 'run-follows', class: 'muted', hidden: true });
   const sourcesEl = h('div', { id: 'sources' });
   const sourcesPanel = h('section', { class: 'panel', id: 'sources-panel', 'aria-labelledby': 'sources-title' },
     h('h2', { id: 'sources-title' }, 'Sources'), sourcesEl);
@@ -63,7 +66,7 @@ export function mountRun(main, id) {
     h('header', { class: 'run-head' },
       title,
       h('div', { class: 'run-meta' }, status, phase, h('span', { class: 'muted run-id' }, `id ${id}`)),
-      actions, alert, conn),
+      follows, actions, alert, conn),
     h('div', { class: 'run-grid' },
       h('div', { class: 'run-main' }, planPanel, reportPanel, sourcesPanel),
       side));
@@ -91,6 +94,12 @@ export function mountRun(main, id) {
     phase.hidden = !phase.textContent;
     const q = run.query || (run.plan && run.plan.question) || '';
     title.textContent = q || 'Research';
+    const parentId = run.session && run.session.parent_id;
+    follows.hidden = !parentId;
+    if (parentId) {
+      fill(follows, 'Follow-up of ', h('a', { href: `#/run/${encodeURIComponent(parentId)}` },
+        `“${run.session.parent_query || parentId}”`), ': its sources are read first.');
+    }
     document.title = q ? `${q} · Fathom` : 'Fathom';
     if (run.status === 'failed') {
       alert.hidden = false;
@@ -239,6 +248,55 @@ export function mountRun(main, id) {
     fill(reportActions,
       fileId ? artifactLink(fileId, 'Download (Markdown)', `report-${id}.md`, 'Download the report as Markdown') : null,
       run.status === 'completed' && run.reportMarkdown ? exportLinks(id) : null);
+    drawDelivery();
+    drawFollowUp();
+  }
+
+  /** What became of the deliveries the run asked for (webhook, email). */
+  function drawDelivery() {
+    const d = (run.session && run.session.delivery) || {};
+    const rows = Object.entries(d).filter(([, c]) => c && typeof c === 'object');
+    deliveryEl.hidden = !rows.length;
+    const word = { delivered: 'delivered', failed: 'not delivered', pending: 'being delivered' };
+    fill(deliveryEl, rows.map(([channel, c]) => h('li', { 'data-channel': channel, 'data-status': c.status },
+      h('strong', {}, channel === 'email' ? 'Email' : 'Webhook'),
+      ` to ${(c.to || []).join(', ')}: ${word[c.status] || c.status}`,
+      c.attempts ? ` (${plural(c.attempts, 'attempt')})` : '',
+      c.reason ? h('span', { class: 'muted' }, `: ${c.reason}`) : null)));
+  }
+
+  /** A finished report takes follow-up questions: a new run that reads its sources first. */
+  let followUpDrawn = false;
+  function drawFollowUp() {
+    const open = run.status === 'completed' && Boolean(run.reportMarkdown);
+    followUpEl.hidden = !open;
+    if (!open || followUpDrawn) return;
+    followUpDrawn = true;
+    const qId = uid('follow-up-question');
+    const question = h('textarea', { id: qId, rows: '2', required: true, autocomplete: 'off' });
+    const error = h('p', { class: 'form-error', role: 'alert', hidden: true });
+    const submit = h('button', { type: 'submit', class: 'secondary', id: 'follow-up-button' }, 'Ask');
+    const form = h('form', { class: 'follow-up-form', novalidate: true },
+      h('div', { class: 'field' },
+        h('label', { for: qId }, 'Ask a follow-up question'),
+        question,
+        h('p', { class: 'hint' }, 'Answered from this report’s sources first; only what they do not cover is searched.')),
+      error, h('div', { class: 'actions' }, submit));
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      error.hidden = true;
+      submit.disabled = true;
+      try {
+        const handler = await api.startResearch(question.value, {}, id);
+        location.hash = `#/run/${encodeURIComponent(handler.handler_id)}`;
+      } catch (e) {
+        error.hidden = false;
+        error.textContent = `Not started: ${e.message}`;
+      } finally {
+        submit.disabled = false;
+      }
+    });
+    fill(followUpEl, form);
   }
 
   function drawSources() {
@@ -280,7 +338,16 @@ export function mountRun(main, id) {
       api.findSession(id).then((s) => {
         if (destroyed || !s) return;
         applySession(run, s);
+        drawStatus();
         drawPlan();
+      }).catch(() => {});
+    }
+    // The first plan: the session is saved by now (with what the run follows up, if anything).
+    if (changed.has('plan') && !run.session) {
+      api.findSession(id).then((s) => {
+        if (destroyed || !s || run.session) return;
+        run.session = s;
+        drawStatus();
       }).catch(() => {});
     }
     if (changed.has('report') && run.lastSection && run.status === 'running') announce(`Report updated: ${run.lastSection}.`);
@@ -408,6 +475,7 @@ export function mountRun(main, id) {
     // The saved session knows the settings (is there a gate?) before the stream says.
     api.findSession(id).then((s) => {
       if (!s || destroyed) return;
+      run.session = s;
       if (typeof (s.settings || {}).require_approval === 'boolean') run.requireApproval = s.settings.require_approval;
       if (!run.query && s.query) {
         run.query = s.query;
