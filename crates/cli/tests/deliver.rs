@@ -9,6 +9,7 @@
 //! recorded as failed deliveries with their reason, and the research completes.
 
 mod common;
+use common::{ok, session_of};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -155,26 +156,6 @@ fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
         std::thread::sleep(Duration::from_millis(50));
     }
     child.wait_with_output().unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "fathom failed: {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn session_of(stdout: &str) -> String {
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("session "))
-        .expect("session line")
-        .trim()
-        .to_string()
 }
 
 // ---- The webhook receiver ----

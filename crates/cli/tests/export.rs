@@ -3,6 +3,9 @@
 //! here and from a `fathom serve` on the same database, made once; bad requests refused
 //! with a reason and a failing exit status.
 
+mod common;
+use common::ok;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -78,17 +81,6 @@ impl Env {
             .unwrap_or_default();
         (id, report)
     }
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "fathom failed: {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// Fails with what fathom said unless it failed with `message`.

@@ -4,6 +4,9 @@
 //! do not cover searches and reads what it needs. Bad parents are refused with one line and
 //! nothing stored.
 
+mod common;
+use common::{fails_with, ok, session_of};
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
@@ -84,33 +87,6 @@ impl Env {
             })
             .collect()
     }
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "fathom failed: {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn session_of(stdout: &str) -> String {
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("session "))
-        .expect("session line")
-        .trim()
-        .to_string()
-}
-
-fn fails_with(out: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure; stderr: {err}");
-    assert_eq!(err.trim().lines().count(), 1, "one-line error, got: {err}");
-    assert!(err.contains(needle), "expected '{needle}' in: {err}");
 }
 
 fn urls(session: &Value, pred: impl Fn(&Value) -> bool) -> Vec<String> {

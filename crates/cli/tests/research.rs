@@ -2,6 +2,7 @@
 //! SQLite and Postgres, SIGKILLs at known points inside steps.
 
 mod common;
+use common::{fails_with, ok, session_of};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -71,26 +72,6 @@ impl Env {
     fn run_until_crash(&self, args: &[&str], crash_at: &str) -> String {
         common::run_until_crash(self.cmd(args), crash_at)
     }
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "fathom failed: {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn session_of(stdout: &str) -> String {
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("session "))
-        .expect("session line")
-        .trim()
-        .to_string()
 }
 
 fn report_path(work: &Path, stdout: &str) -> PathBuf {
@@ -219,16 +200,6 @@ async fn gate_survives_restarts_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_survives_restarts_postgres() {
     gate_survives_restarts(Dialect::Postgres).await;
-}
-
-fn fails_with(out: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "expected failure, got success; stderr: {err}"
-    );
-    assert_eq!(err.trim().lines().count(), 1, "one-line error, got: {err}");
-    assert!(err.contains(needle), "expected '{needle}' in: {err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,13 @@
 //! What the CLI end-to-end tests share.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Runs `cmd` with the crash point `crash_at` (`step:n`); once the process says it halted
 /// there, kills it with SIGKILL and returns the session id it printed before.
+#[allow(dead_code)]
 pub fn run_until_crash(mut cmd: Command, crash_at: &str) -> String {
     let mut child = cmd
         .env("FATHOM_CRASH_AT", crash_at)
@@ -47,4 +48,41 @@ pub fn run_until_crash(mut cmd: Command, crash_at: &str) -> String {
     child.kill().expect("SIGKILL fathom");
     child.wait().unwrap();
     session.expect("session id printed before the crash point")
+}
+
+/// The standard output of a fathom run that must have succeeded; fails with all it said
+/// otherwise.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "fathom failed: {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// The session id a `fathom research` run printed (`session ID`).
+#[allow(dead_code)]
+pub fn session_of(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .expect("session line")
+        .trim()
+        .to_string()
+}
+
+/// Asserts the run failed with one line of error that contains `needle`.
+#[allow(dead_code)]
+pub fn fails_with(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one-line error, got: {err}");
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
 }
