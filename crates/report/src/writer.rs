@@ -194,6 +194,8 @@ struct Candidate {
     pos: usize,
     /// The part it stands in: the text under one heading, or one reference entry.
     part: usize,
+    /// The subject it says what it is of, if it opens that way (see [`defined_subject`]).
+    defines: Vec<String>,
 }
 
 fn alpha_words(s: &str) -> usize {
@@ -387,6 +389,7 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
                 }
                 let norm = tf.values().map(|v: &f64| v * v).sum::<f64>().sqrt();
                 let lower = format!(" {} ", s.to_lowercase());
+                let defines = defined_subject(&s);
                 let dangling = DANGLING.iter().any(|w| lower.contains(w));
                 let narration = NARRATION.iter().any(|w| lower.contains(w));
                 out.push(Candidate {
@@ -403,6 +406,7 @@ fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
                     list,
                     pos: at,
                     part,
+                    defines,
                 });
             }
         }
@@ -510,7 +514,14 @@ const COPULAS: &[&str] = &["is", "are", "refers", "means", "denotes", "describes
 /// start, perhaps after an article) holds a focus term and a copula follows it ("A module is
 /// a file ...", "Packages are a way ..."), the way a manual defines a thing.
 fn defines_focus(c: &Candidate, focus: &[String]) -> bool {
-    let words: Vec<String> = fathom_parse::text::words(&c.text)
+    let held = focus.iter().filter(|t| c.defines.contains(t)).count();
+    held > 0 && held * 2 >= focus.len()
+}
+
+/// The stemmed words of the subject a sentence states what it is ("A module is a file ...":
+/// `module`), read once per sentence; empty when it does not open that way.
+fn defined_subject(text: &str) -> Vec<String> {
+    let words: Vec<String> = fathom_parse::text::words(text)
         .into_iter()
         .take(8)
         .collect();
@@ -519,15 +530,16 @@ fn defines_focus(c: &Candidate, focus: &[String]) -> bool {
     let Some(verb) =
         (start + 1..words.len().min(start + 4)).find(|&i| COPULAS.contains(&words[i].as_str()))
     else {
-        return false;
+        return Vec::new();
     };
     // "is a ...", "are the ...": a kind of thing, not a property ("the sort is stable").
     let names_a_kind = matches!(words[verb].as_str(), "is" | "are")
         .then(|| words.get(verb + 1).is_some_and(article))
         .unwrap_or(true);
-    let subject: Vec<String> = words[start..verb].iter().map(|w| stem(w)).collect();
-    let held = focus.iter().filter(|t| subject.contains(t)).count();
-    names_a_kind && held > 0 && held * 2 >= focus.len()
+    if !names_a_kind {
+        return Vec::new();
+    }
+    words[start..verb].iter().map(|w| stem(w)).collect()
 }
 
 /// Chooses up to `per_section` quotes for each outline section (a list a chosen item belongs
