@@ -110,7 +110,6 @@ async fn bench(store: SqlStore, label: &str, runs: usize, concurrency: usize) {
         let per = runs / concurrency;
         drivers.push(tokio::spawn(async move {
             for i in 0..per {
-                let mut notices = engine.subscribe();
                 let run = engine
                     .start(
                         "noop",
@@ -122,15 +121,10 @@ async fn bench(store: SqlStore, label: &str, runs: usize, concurrency: usize) {
                     )
                     .await
                     .unwrap();
+                let mut watch = engine.watch(&run.id);
                 let mut approved = false;
                 loop {
-                    let notice =
-                        tokio::time::timeout(Duration::from_millis(500), notices.recv()).await;
-                    if let Ok(Ok(n)) = &notice
-                        && n.run_id != run.id
-                    {
-                        continue;
-                    }
+                    watch.mark_seen();
                     let now = engine.store().get_run(&run.id).await.unwrap().unwrap();
                     if now.status == RunStatus::Waiting && !approved {
                         engine
@@ -143,6 +137,7 @@ async fn bench(store: SqlStore, label: &str, runs: usize, concurrency: usize) {
                         assert_eq!(now.status, RunStatus::Completed);
                         break;
                     }
+                    let _ = tokio::time::timeout(Duration::from_secs(5), watch.changed()).await;
                 }
             }
         }));

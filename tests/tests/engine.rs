@@ -493,6 +493,71 @@ async fn journaled_calls_stream_with_their_results(dialect: Dialect) {
     assert_eq!(events.last().unwrap().envelope.event_type, "Out");
 }
 
+/// A reader in one process follows a run that another process drives, woken without
+/// polling per reader: on Postgres by the change feed alone (the reader's own poll interval
+/// is far longer than the test's deadline), on SQLite by the one poller of its process.
+async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let reader = Arc::new(
+        Engine::new(
+            Arc::new(db.store.clone()),
+            EngineConfig {
+                owner: "reader".into(),
+                lease_ttl: Duration::from_secs(5),
+                poll_interval: match dialect {
+                    Dialect::Postgres => Duration::from_secs(600),
+                    Dialect::Sqlite => Duration::from_millis(25),
+                },
+                max_concurrent_runs: 4,
+            },
+        )
+        .register(gated()),
+    );
+    let relay = db.store.relay_changes(reader.clone());
+    assert_eq!(relay.is_some(), dialect == Dialect::Postgres);
+    let driver = engine(&db, "driver", gated());
+    let (stop, worker) = run_worker(&driver);
+    let run = reader
+        .start("gated", json!({"question": "q"}), StartOptions::default())
+        .await
+        .unwrap();
+    let mut follower = reader.follow(&run.id, -1);
+    let parked = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status == RunStatus::Waiting
+    })
+    .await;
+    assert_eq!(parked.status, RunStatus::Waiting);
+    reader
+        .send(
+            &run.id,
+            "ApproveEvent",
+            json!({"approved": true, "feedback": "from afar"}),
+            None,
+        )
+        .await
+        .unwrap();
+    let mut seqs = Vec::new();
+    let mut last = None;
+    // Bounded by the deadline and the run's short stream.
+    while let Some(ev) = tokio::time::timeout(WAIT, follower.next())
+        .await
+        .expect("the reader hears of the other process's commits")
+        .unwrap()
+    {
+        seqs.push(ev.seq);
+        last = Some(ev.envelope);
+    }
+    assert_eq!(seqs, (0..seqs.len() as i64).collect::<Vec<_>>(), "gap-free");
+    let last = last.expect("the stream ends with the result");
+    assert!(last.is_stop());
+    assert_eq!(last.value["text"], json!("from afar"));
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    if let Some(relay) = relay {
+        relay.abort();
+    }
+}
+
 trait AsRefStore {
     fn as_ref_store(&self) -> &dyn RunStore;
 }
@@ -510,6 +575,7 @@ macro_rules! both {
 }
 both!(
     approval_survives_restart_and_rejection_replans,
+    a_reader_follows_a_run_another_process_drives,
     early_approval_and_bad_events,
     cancel_a_waiting_run,
     retries_timeouts_and_deadlines,

@@ -35,8 +35,8 @@ pub struct CtxParts {
     pub scope: i64,
     pub attempt: u32,
     pub deadline: Option<Instant>,
-    /// Where this process announces events it committed (SSE followers wait on it).
-    pub notices: Option<tokio::sync::broadcast::Sender<crate::executor::RunNotice>>,
+    /// Where this process announces events it committed (stream readers wait on it).
+    pub(crate) signals: Arc<crate::signal::Signals>,
 }
 
 /// Everything a step produced, for the commit.
@@ -356,11 +356,8 @@ impl<S: Serialize + Clone> Ctx<S> {
 
     /// Tells this process's stream readers that events up to `last_seq` are stored.
     fn announce(&self, last_seq: Option<i64>) {
-        if let (Some(seq), Some(notices)) = (last_seq, &self.parts.notices) {
-            let _ = notices.send(crate::executor::RunNotice {
-                run_id: self.parts.lease.run_id.clone(),
-                last_seq: Some(seq),
-            });
+        if last_seq.is_some() {
+            self.parts.signals.raise(&self.parts.lease.run_id);
         }
     }
 

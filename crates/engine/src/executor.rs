@@ -1,11 +1,12 @@
 //! The executor: claims runs through leases and drives them step by step.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::{Notify, broadcast, watch};
+use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 
 use crate::context::CtxParts;
@@ -13,9 +14,10 @@ use crate::error::{EngineError, StepError};
 use crate::event::{
     Envelope, ExceptionInfo, WorkflowCancelledEvent, WorkflowFailedEvent, WorkflowTimedOutEvent,
 };
+use crate::signal::Signals;
 use crate::store::{
-    CancelOutcome, DeliverOutcome, Lease, NewMessage, NewRun, RunRecord, RunStatus, RunStore,
-    StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
+    CancelOutcome, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent, RunRecord, RunStatus,
+    RunStore, StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
 };
 use crate::workflow::{ErasedWorkflow, StartRefusal};
 
@@ -41,13 +43,6 @@ impl Default for EngineConfig {
     }
 }
 
-/// Something happened to a run: new stream events up to `last_seq`, or a status change.
-#[derive(Debug, Clone)]
-pub struct RunNotice {
-    pub run_id: String,
-    pub last_seq: Option<i64>,
-}
-
 #[derive(Debug, Clone, Default)]
 pub struct StartOptions {
     pub run_id: Option<String>,
@@ -61,8 +56,12 @@ pub struct Engine {
     workflows: HashMap<String, Arc<dyn ErasedWorkflow>>,
     config: EngineConfig,
     wake: Notify,
-    active: Mutex<HashSet<String>>,
-    notices: broadcast::Sender<RunNotice>,
+    /// Runs this process drives, with the switch that makes their driver let go at once.
+    active: Mutex<HashMap<String, watch::Sender<bool>>>,
+    signals: Arc<Signals>,
+    /// Whether other processes' commits reach this one through [`Engine::announce`].
+    relay_live: AtomicBool,
+    poller_started: AtomicBool,
 }
 
 impl Engine {
@@ -72,8 +71,10 @@ impl Engine {
             workflows: HashMap::new(),
             config,
             wake: Notify::new(),
-            active: Mutex::new(HashSet::new()),
-            notices: broadcast::channel(1024).0,
+            active: Mutex::new(HashMap::new()),
+            signals: Arc::new(Signals::default()),
+            relay_live: AtomicBool::new(false),
+            poller_started: AtomicBool::new(false),
         }
     }
 
@@ -100,22 +101,37 @@ impl Engine {
         names
     }
 
-    /// Notices of new events and status changes made by this process.
-    pub fn subscribe(&self) -> broadcast::Receiver<RunNotice> {
-        self.notices.subscribe()
-    }
-
-    /// Tells this process's stream readers that run `run_id` changed elsewhere (another
-    /// process committed events to it), so they read it now.
+    /// Tells this process's readers of run `run_id` that it changed elsewhere (another
+    /// process committed to it), so they read it now.
     pub fn announce(&self, run_id: &str) {
-        self.notify(run_id, None);
+        self.signals.raise(run_id);
     }
 
-    fn notify(&self, run_id: &str, last_seq: Option<i64>) {
-        let _ = self.notices.send(RunNotice {
-            run_id: run_id.to_string(),
-            last_seq,
-        });
+    /// Says whether other processes' changes are being relayed through [`Engine::announce`]
+    /// (a change feed such as LISTEN/NOTIFY is connected). While they are, nothing polls.
+    /// When a feed comes back, every reader looks once for what it may have missed.
+    pub fn set_relay_live(&self, live: bool) {
+        let was = self.relay_live.swap(live, Ordering::SeqCst);
+        if live && !was {
+            self.signals.raise_all();
+        }
+    }
+
+    pub(crate) fn relay_live(&self) -> bool {
+        self.relay_live.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn signals(&self) -> &Arc<Signals> {
+        &self.signals
+    }
+
+    /// True if the fallback poller was started already; marks it started.
+    pub(crate) fn poller_started(&self) -> bool {
+        self.poller_started.swap(true, Ordering::SeqCst)
+    }
+
+    fn notify(&self, run_id: &str) {
+        self.signals.raise(run_id);
     }
 
     /// Creates a run with `start` as its first event. The run is driven by whichever worker
@@ -229,7 +245,11 @@ impl Engine {
         let env = Envelope::of(&WorkflowCancelledEvent {})
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let outcome = self.store.cancel_run(run_id, env).await?;
-        self.notify(run_id, None);
+        // A run this process drives lets go now rather than at its next write.
+        if let Some(lost) = self.lock_active().get(run_id) {
+            let _ = lost.send(true);
+        }
+        self.notify(run_id);
         Ok(outcome)
     }
 
@@ -259,18 +279,12 @@ impl Engine {
                 {
                     Ok(Some((run, lease))) => {
                         claimed_any = true;
-                        self.active
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(run.id.clone());
+                        let lost = self.activate(&run.id);
                         let me = self.clone();
                         tasks.spawn(async move {
                             let id = lease.run_id.clone();
-                            me.drive(run, lease).await;
-                            me.active
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .remove(&id);
+                            me.drive(run, lease, lost).await;
+                            me.lock_active().remove(&id);
                             me.wake.notify_one();
                         });
                     }
@@ -310,7 +324,11 @@ impl Engine {
                 .claim_run(run_id, &self.config.owner, self.lease_ttl_ms())
                 .await?
             {
-                Some((run, lease)) => self.drive(run, lease).await,
+                Some((run, lease)) => {
+                    let lost = self.activate(run_id);
+                    self.drive(run, lease, lost).await;
+                    self.lock_active().remove(run_id);
+                }
                 None => {
                     let run = self
                         .store
@@ -325,13 +343,20 @@ impl Engine {
         Ok(run.map_or(RunStatus::Running, |r| r.status))
     }
 
+    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a run this process is about to drive; the switch turns when it must let go.
+    fn activate(&self, run_id: &str) -> (watch::Sender<bool>, watch::Receiver<bool>) {
+        let (lost_tx, lost_rx) = watch::channel(false);
+        self.lock_active()
+            .insert(run_id.to_string(), lost_tx.clone());
+        (lost_tx, lost_rx)
+    }
+
     fn active_runs(&self) -> Vec<String> {
-        self.active
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        self.lock_active().keys().cloned().collect()
     }
 
     fn lease_ttl_ms(&self) -> i64 {
@@ -339,24 +364,29 @@ impl Engine {
     }
 
     /// Drives one claimed run until it finishes, parks, or the lease is lost.
-    async fn drive(self: &Arc<Self>, run: RunRecord, lease: Lease) {
+    async fn drive(
+        self: &Arc<Self>,
+        run: RunRecord,
+        lease: Lease,
+        (lost_tx, lost_rx): (watch::Sender<bool>, watch::Receiver<bool>),
+    ) {
         let Some(wf) = self.workflows.get(&run.workflow).cloned() else {
             // Another process may know this workflow; let it have the run.
             warn!(run = %run.id, workflow = %run.workflow, "claimed a run of an unknown workflow");
             let _ = self.store.release_lease(&lease).await;
             return;
         };
-        let (lost_tx, lost_rx) = watch::channel(false);
         let heartbeat = tokio::spawn(heartbeat(
             self.store.clone(),
             lease.clone(),
             self.config.lease_ttl,
             lost_tx,
         ));
-        let release = match self.drive_steps(&wf, &run, &lease, lost_rx).await {
+        let id = run.id.clone();
+        let release = match self.drive_steps(&wf, run, &lease, lost_rx).await {
             Ok(release) => release,
             Err(e) => {
-                warn!(run = %run.id, error = %e, "stopped driving run");
+                warn!(run = %id, error = %e, "stopped driving run");
                 true
             }
         };
@@ -364,31 +394,32 @@ impl Engine {
         if release {
             let _ = self.store.release_lease(&lease).await;
         }
-        self.notify(&run.id, None);
+        self.notify(&id);
     }
 
-    /// Returns whether the lease should be released (false when it is already gone).
+    /// Runs the claimed run's steps one after another. While the lease is held nobody else
+    /// writes the run's state or its step inbox, so both are kept here between steps rather
+    /// than read back: a step costs its own work and one commit. Returns whether the lease
+    /// should be released (false when it is already gone).
     async fn drive_steps(
         self: &Arc<Self>,
         wf: &Arc<dyn ErasedWorkflow>,
-        first: &RunRecord,
+        mut run: RunRecord,
         lease: &Lease,
         lost: watch::Receiver<bool>,
     ) -> Result<bool, StoreError> {
-        let deadline = first
+        let deadline = run
             .deadline_at
             .map(|at| Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64));
+        let mut inbox = Inbox::default();
         loop {
             if *lost.borrow() {
                 return Ok(false);
             }
-            let Some(run) = self.store.get_run(&lease.run_id).await? else {
-                return Ok(false);
-            };
             if run.status != RunStatus::Running {
                 return Ok(true);
             }
-            let Some(pending) = self.store.next_pending(&run.id).await? else {
+            let Some(pending) = inbox.next(self.store.as_ref(), &run.id).await? else {
                 self.fail_run(
                     lease,
                     &run,
@@ -420,7 +451,7 @@ impl Engine {
                 scope: pending.id,
                 attempt,
                 deadline,
-                notices: Some(self.notices.clone()),
+                signals: self.signals.clone(),
             };
             let limit = match deadline {
                 Some(d) => step_timeout.min(d.saturating_duration_since(Instant::now())),
@@ -476,11 +507,15 @@ impl Engine {
                         mailbox_consumed: effects.mailbox_consumed,
                         outcome,
                     };
-                    let seqs = self.store.commit_step(lease, commit).await?;
-                    self.notify(&run.id, seqs.last().copied());
+                    let receipt = self.store.commit_step(lease, &commit).await?;
+                    self.notify(&run.id);
                     if done {
                         return Ok(false);
                     }
+                    if let Some(state) = commit.state {
+                        run.state = state;
+                    }
+                    inbox.committed(pending.id, receipt.sent_ids.into_iter().zip(commit.sent));
                 }
                 Err(StepError::Suspend {
                     event_type,
@@ -488,7 +523,7 @@ impl Engine {
                 }) => match self.store.suspend(lease, &event_type, mailbox_seq).await? {
                     SuspendOutcome::Suspended => {
                         debug!(run = %run.id, step, %event_type, "parked");
-                        self.notify(&run.id, None);
+                        self.notify(&run.id);
                         return Ok(false);
                     }
                     SuspendOutcome::MailArrived => continue,
@@ -503,6 +538,7 @@ impl Engine {
                         self.store
                             .record_attempt_failure(lease, pending.id, &msg)
                             .await?;
+                        inbox.failed(pending.id);
                         let mut lost_wait = lost.clone();
                         tokio::select! {
                             _ = tokio::time::sleep(retry.backoff(attempt + 1)) => {}
@@ -584,8 +620,8 @@ impl Engine {
             mailbox_consumed: Vec::new(),
             outcome,
         };
-        let seqs = self.store.commit_step(lease, commit).await?;
-        self.notify(&run.id, seqs.last().copied());
+        self.store.commit_step(lease, &commit).await?;
+        self.notify(&run.id);
         Ok(())
     }
 }
@@ -608,6 +644,59 @@ async fn heartbeat(
             }
             // A transient failure: try again; the lease still has two thirds of its life.
             Err(e) => warn!(run = %lease.run_id, error = %e, "lease renewal failed"),
+        }
+    }
+}
+
+/// The run's pending step events, oldest first, as known to the process holding its lease.
+/// Read from the store a page at a time; what a commit consumes and sends is applied here.
+#[derive(Default)]
+struct Inbox {
+    queue: VecDeque<PendingEvent>,
+    /// Whether `queue` holds every pending event, so events sent by a commit go at its end;
+    /// otherwise the next page is read from the store once `queue` runs out.
+    complete: bool,
+}
+
+/// Pending events read from the store at a time.
+const INBOX_PAGE: i64 = 64;
+
+impl Inbox {
+    async fn next(
+        &mut self,
+        store: &dyn RunStore,
+        run_id: &str,
+    ) -> Result<Option<PendingEvent>, StoreError> {
+        if self.queue.is_empty() && !self.complete {
+            let page = store.pending_events(run_id, INBOX_PAGE).await?;
+            self.complete = (page.len() as i64) < INBOX_PAGE;
+            self.queue.extend(page);
+        }
+        Ok(self.queue.front().cloned())
+    }
+
+    /// The front event was consumed by a commit that sent `sent` (id, type, payload).
+    fn committed(&mut self, consumed: i64, sent: impl Iterator<Item = (i64, (String, Value))>) {
+        if self.queue.front().is_some_and(|p| p.id == consumed) {
+            self.queue.pop_front();
+        }
+        if self.complete {
+            self.queue
+                .extend(sent.map(|(id, (event_type, payload))| PendingEvent {
+                    id,
+                    event_type,
+                    payload,
+                    attempts: 0,
+                }));
+        }
+    }
+
+    /// The front event's attempt failed and was recorded.
+    fn failed(&mut self, pending: i64) {
+        if let Some(p) = self.queue.front_mut()
+            && p.id == pending
+        {
+            p.attempts += 1;
         }
     }
 }

@@ -1,17 +1,17 @@
 //! Following a run: its stream events from a position as they are committed, and its end.
-//! The one way every reader (SSE, the blocking run route, the CLI) follows a run. Woken by
-//! this process's notices, which include other processes' commits when the store relays
-//! them ([`Engine::announce`], LISTEN/NOTIFY on Postgres); the engine's poll interval is the
-//! fallback for stores that announce nothing.
+//! The one way every reader (SSE, the blocking run route, the CLI) follows a run. A reader
+//! waits on its own run's signal, raised by this process's commits and by other processes'
+//! commits when the store relays them ([`Engine::announce`], LISTEN/NOTIFY on Postgres).
+//! Where nothing relays them, one poller per process ([`Engine::poll_changes`]) looks for
+//! changed runs on behalf of all readers: no reader polls the store on its own.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
-
-use tokio::sync::broadcast;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Weak};
 
 use crate::error::EngineError;
-use crate::executor::{Engine, RunNotice};
-use crate::store::{RunRecord, StoreError, StoredEvent};
+use crate::executor::Engine;
+use crate::signal::RunWatch;
+use crate::store::{RunHead, RunRecord, StoreError, StoredEvent, now_ms};
 
 /// Stream events read from the store per query.
 const PAGE: i64 = 256;
@@ -23,7 +23,7 @@ pub struct Follower {
     run_id: String,
     after: i64,
     buffer: VecDeque<StoredEvent>,
-    notices: broadcast::Receiver<RunNotice>,
+    watch: RunWatch,
     ended: bool,
 }
 
@@ -44,16 +44,19 @@ impl Follower {
             if self.ended {
                 return Ok(None);
             }
+            // Seen before looking: a commit after the look raises the signal again.
+            self.watch.mark_seen();
             if self.fill().await? {
                 continue;
             }
-            let store = self.engine.store();
-            match store.get_run(&self.run_id).await? {
+            // Every way a run ends streams a stop event, which `take` sees; the run is read
+            // only to notice one that vanished or ended before this reader came.
+            match self.engine.store().get_run(&self.run_id).await? {
                 None => self.ended = true,
                 Some(run) if run.status.is_terminal() && self.after >= run.next_seq - 1 => {
                     self.ended = true
                 }
-                Some(_) => wait_for_notice(&self.engine, &self.run_id, &mut self.notices).await,
+                Some(_) => self.watch.changed().await,
             }
         }
     }
@@ -95,31 +98,11 @@ impl Follower {
     }
 }
 
-/// Waits for a notice about `run_id`, or the poll interval.
-async fn wait_for_notice(
-    engine: &Engine,
-    run_id: &str,
-    notices: &mut broadcast::Receiver<RunNotice>,
-) {
-    let poll = tokio::time::sleep(engine.config().poll_interval);
-    tokio::pin!(poll);
-    loop {
-        tokio::select! {
-            _ = &mut poll => return,
-            notice = notices.recv() => match notice {
-                Ok(n) if n.run_id != run_id => continue,
-                // Ours, or notices were dropped (lagged): look again.
-                _ => return,
-            },
-        }
-    }
-}
-
 impl Engine {
     /// Follows run `run_id`'s stream after sequence number `after` (-1: from the start).
     pub fn follow(self: &Arc<Self>, run_id: &str, after: i64) -> Follower {
         Follower {
-            notices: self.subscribe(),
+            watch: self.watch(run_id),
             engine: self.clone(),
             run_id: run_id.to_string(),
             after,
@@ -129,10 +112,11 @@ impl Engine {
     }
 
     /// Waits until run `run_id` has ended (completed, failed or cancelled).
-    pub async fn wait_terminal(&self, run_id: &str) -> Result<RunRecord, EngineError> {
-        let mut notices = self.subscribe();
+    pub async fn wait_terminal(self: &Arc<Self>, run_id: &str) -> Result<RunRecord, EngineError> {
+        let mut watch = self.watch(run_id);
         // Bounded by the run's life; each pass reads the run once and waits for a change.
         loop {
+            watch.mark_seen();
             let run = self
                 .store()
                 .get_run(run_id)
@@ -141,14 +125,86 @@ impl Engine {
             if run.status.is_terminal() {
                 return Ok(run);
             }
-            wait_for_notice(self, run_id, &mut notices).await;
+            watch.changed().await;
         }
     }
 
-    /// Waits until something may have changed about run `run_id`: a notice, or the poll
-    /// interval. For a caller that looks again itself (a run leased by another process).
-    pub async fn changed(&self, run_id: &str) {
-        let mut notices = self.subscribe();
-        wait_for_notice(self, run_id, &mut notices).await;
+    /// Waits until something may have changed about run `run_id`. For a caller that looks
+    /// again itself (a run leased by another process); bounded by the poll interval, since
+    /// the change it waits for may have happened just before it started waiting.
+    pub async fn changed(self: &Arc<Self>, run_id: &str) {
+        let mut watch = self.watch(run_id);
+        let _ = tokio::time::timeout(self.config().poll_interval, watch.changed()).await;
+    }
+
+    /// Watches run `run_id`: [`RunWatch::changed`] returns when it may have moved (new stream
+    /// events, a new status), whichever process moved it.
+    pub fn watch(self: &Arc<Self>, run_id: &str) -> RunWatch {
+        self.ensure_poller();
+        self.signals().watch(run_id)
+    }
+
+    /// Starts this process's fallback poller once, the first time someone watches a run.
+    fn ensure_poller(self: &Arc<Self>) {
+        if self.poller_started() {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(poll_changes(Arc::downgrade(self)));
+        }
     }
 }
+
+/// Looks for changes made by other processes on behalf of every watcher in this process, with
+/// one query per poll interval, for as long as the engine lives. Needed where the store
+/// relays no changes (SQLite shared by several processes), or while its relay is down;
+/// idle while [`Engine::set_relay_live`] says the relay works or nobody watches.
+async fn poll_changes(engine: Weak<Engine>) {
+    let mut heads: HashMap<String, RunHead> = HashMap::new();
+    let mut since = now_ms();
+    // Bounded by the engine's life: each pass holds it only for one look.
+    loop {
+        let interval = match engine.upgrade() {
+            Some(e) => e.config().poll_interval,
+            None => return,
+        };
+        tokio::time::sleep(interval).await;
+        let Some(engine) = engine.upgrade() else {
+            return;
+        };
+        let watched = engine.signals().watched();
+        if engine.relay_live() || watched.is_empty() {
+            heads.clear();
+            since = now_ms();
+            continue;
+        }
+        // Clocks of other processes may lag ours: look back a little and compare heads.
+        let from = since - CLOCK_SLACK_MS;
+        since = now_ms();
+        let changed = match engine.store().changed_since(from, POLL_LIMIT).await {
+            Ok(changed) => changed,
+            Err(e) => {
+                tracing::warn!(error = %e, "looking for changed runs failed");
+                continue;
+            }
+        };
+        if changed.len() as i64 >= POLL_LIMIT {
+            // More changed than one look tells: every reader looks for itself once.
+            engine.signals().raise_all();
+            continue;
+        }
+        let watched: HashSet<String> = watched.into_iter().collect();
+        heads.retain(|id, _| watched.contains(id));
+        for head in changed {
+            if watched.contains(&head.id) && heads.get(&head.id) != Some(&head) {
+                engine.signals().raise(&head.id);
+                heads.insert(head.id.clone(), head);
+            }
+        }
+    }
+}
+
+/// How far back the fallback poller looks, for clocks of other processes that lag ours.
+const CLOCK_SLACK_MS: i64 = 2_000;
+/// Changed runs read per look.
+const POLL_LIMIT: i64 = 5_000;

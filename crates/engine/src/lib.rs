@@ -54,14 +54,16 @@
 //! returns ([`Emits`]: an event, [`Either`] of two, or [`Stop`] with the result). A step fails
 //! retryably ([`StepError::Failed`], storage errors) or permanently ([`StepError::Permanent`]:
 //! the run fails at once). Readers follow a run through [`Engine::follow`] and
-//! [`Engine::wait_terminal`], woken by commits (and, through [`Engine::announce`], other
-//! processes' commits), with the configured poll interval as the fallback.
+//! [`Engine::wait_terminal`], each woken only by its own run's commits (and, through
+//! [`Engine::announce`], other processes' commits); where no change feed relays those, one
+//! poller per process looks for changed runs on behalf of every reader.
 
 mod context;
 mod error;
 mod event;
 mod executor;
 mod follow;
+mod signal;
 pub mod store;
 mod workflow;
 
@@ -71,8 +73,9 @@ pub use event::{
     Envelope, Event, ExceptionInfo, StopEvent, WorkflowCancelledEvent, WorkflowFailedEvent,
     WorkflowTimedOutEvent,
 };
-pub use executor::{Engine, EngineConfig, RunNotice, StartOptions};
+pub use executor::{Engine, EngineConfig, StartOptions};
 pub use follow::Follower;
+pub use signal::RunWatch;
 pub use workflow::{
     BoxFuture, Either, Emits, ErasedWorkflow, EventInfo, EventRole, RetryPolicy, StartRefusal,
     StepOptions, Stop, Workflow, WorkflowState,

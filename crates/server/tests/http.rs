@@ -123,8 +123,7 @@ async fn server_with(opts: Opts) -> Server {
     if opts.drive {
         tokio::spawn(research.engine.clone().run_worker(stop_rx));
     }
-    let engine = research.engine.clone();
-    if let Some(listening) = db.store.follow_changes(move |run| engine.announce(run)) {
+    if let Some(listening) = db.store.relay_changes(research.engine.clone()) {
         let mut stopped = stop.subscribe();
         tokio::spawn(async move {
             let _ = stopped.changed().await;

@@ -7,6 +7,7 @@
 
 mod artifacts;
 mod collections;
+mod commit;
 pub mod dialect;
 mod runs;
 mod sql;
@@ -48,11 +49,7 @@ pub struct SqlStore {
 pub(crate) const CHANGES_CHANNEL: &str = "fathom_run_events";
 
 /// Listens until the connection fails; `listening` tells whether it got that far.
-async fn listen(
-    url: &str,
-    on_change: &(dyn Fn(&str) + Send + Sync),
-    listening: &mut bool,
-) -> sqlx::Error {
+async fn listen(url: &str, engine: &fathom_engine::Engine, listening: &mut bool) -> sqlx::Error {
     let mut listener = match sqlx::postgres::PgListener::connect(url).await {
         Ok(l) => l,
         Err(e) => return e,
@@ -61,9 +58,10 @@ async fn listen(
         return e;
     }
     *listening = true;
+    engine.set_relay_live(true);
     loop {
         match listener.recv().await {
-            Ok(n) => on_change(n.payload()),
+            Ok(n) => engine.announce(n.payload()),
             Err(e) => return e,
         }
     }
@@ -208,13 +206,13 @@ impl SqlStore {
         &self.stats
     }
 
-    /// On Postgres, calls `on_change(run_id)` whenever any process adds events to a run's
-    /// stream (LISTEN on the channel the store NOTIFYs in the same transaction), so stream
-    /// readers in this process wake at once instead of at their next poll. Reconnects with
-    /// backoff when the connection drops. None on SQLite, where one process owns the file.
-    pub fn follow_changes(
+    /// Relays other processes' changes to `engine`'s readers as they commit (LISTEN/NOTIFY
+    /// on Postgres), and tells the engine while the relay is live so that nothing polls;
+    /// reconnects with backoff when the connection drops. None on SQLite, which relays
+    /// nothing (the engine's poller looks for changes instead).
+    pub fn relay_changes(
         &self,
-        on_change: impl Fn(&str) + Send + Sync + 'static,
+        engine: Arc<fathom_engine::Engine>,
     ) -> Option<tokio::task::JoinHandle<()>> {
         if self.dialect != Dialect::Postgres {
             return None;
@@ -224,7 +222,8 @@ impl SqlStore {
             let mut backoff = Duration::from_millis(250);
             loop {
                 let mut listening = false;
-                let e = listen(&url, &on_change, &mut listening).await;
+                let e = listen(&url, &engine, &mut listening).await;
+                engine.set_relay_live(false);
                 tracing::warn!(error = %e, "change listener lost; reconnecting");
                 // A listener that worked starts its retries afresh.
                 if listening {

@@ -1,9 +1,9 @@
 use async_trait::async_trait;
 use fathom_engine::Envelope;
 use fathom_engine::store::{
-    CancelOutcome, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent, RunFilter,
-    RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoreError, StoreResult, StoredEvent,
-    SuspendOutcome, now_ms,
+    CancelOutcome, Committed, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent,
+    RunFilter, RunHead, RunRecord, RunStatus, RunStore, StepCommit, StoreError, StoreResult,
+    StoredEvent, SuspendOutcome, now_ms,
 };
 use serde_json::Value;
 use sqlx::Row;
@@ -105,7 +105,7 @@ async fn reserve_seqs(
     n: usize,
 ) -> StoreResult<i64> {
     let row = sqlx::query(
-        "UPDATE runs SET next_seq = next_seq + $1 \
+        "UPDATE runs SET next_seq = next_seq + $1, updated_at = $5 \
          WHERE id = $2 AND lease_owner = $3 AND fence = $4 AND status = 'running' \
          RETURNING next_seq",
     )
@@ -113,6 +113,7 @@ async fn reserve_seqs(
     .bind(&lease.run_id)
     .bind(&lease.owner)
     .bind(lease.fence)
+    .bind(now_ms())
     .fetch_optional(&mut **tx)
     .await
     .map_err(db_err)?;
@@ -183,38 +184,48 @@ async fn insert_rows<T>(
 impl RunStore for SqlStore {
     async fn create_run(&self, run: NewRun) -> StoreResult<RunRecord> {
         let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let insert_run = format!(
             "INSERT INTO runs (id, workflow, status, state, deadline_at, created_at, updated_at) \
              VALUES ($1, $2, 'running', $3, $4, $5, $5) ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS}"
-        )))
-        .bind(&run.id)
-        .bind(&run.workflow)
-        .bind(to_text(&run.state)?)
-        .bind(run.deadline_at)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
+        );
+        // The start event goes in only with a new run, in the same round trip: a CTE on
+        // Postgres, the statement after it (inside the transaction) on SQLite.
+        let sql = match self.dialect {
+            Dialect::Postgres => format!(
+                "WITH r AS ({insert_run}), i AS (INSERT INTO run_inbox (run_id, event_type, \
+                 payload, created_at) SELECT id, $6, $7, $5 FROM r) SELECT * FROM r"
+            ),
+            Dialect::Sqlite => format!(
+                "{insert_run};\nINSERT INTO run_inbox (run_id, event_type, payload, created_at) \
+                 SELECT $1, $6, $7, $5 WHERE changes() = 1"
+            ),
+        };
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&run.id)
+            .bind(&run.workflow)
+            .bind(to_text(&run.state)?)
+            .bind(run.deadline_at)
+            .bind(now)
+            .bind(&run.start_type)
+            .bind(to_text(&run.start_payload)?);
+        let row = match self.dialect {
+            Dialect::Postgres => query.fetch_optional(&self.pool).await.map_err(db_err)?,
+            Dialect::Sqlite => {
+                // All rows, so that every statement of the body runs.
+                let mut tx = self.begin_write().await?;
+                let rows = query.fetch_all(&mut *tx).await.map_err(db_err)?;
+                tx.commit().await.map_err(db_err)?;
+                rows.into_iter().next()
+            }
+        };
         let Some(row) = row else {
             return Err(StoreError::Conflict(format!(
                 "run {} already exists",
                 run.id
             )));
         };
-        sqlx::query(
-            "INSERT INTO run_inbox (run_id, event_type, payload, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(&run.id)
-        .bind(&run.start_type)
-        .bind(to_text(&run.start_payload)?)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        let record = run_from_row(&row)?;
-        self.commit(tx).await?;
-        Ok(record)
+        self.count_commit();
+        run_from_row(&row)
     }
 
     async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
@@ -374,23 +385,27 @@ impl RunStore for SqlStore {
         Ok(done.rows_affected())
     }
 
-    async fn next_pending(&self, run_id: &str) -> StoreResult<Option<PendingEvent>> {
-        let row = sqlx::query(
+    async fn pending_events(&self, run_id: &str, limit: i64) -> StoreResult<Vec<PendingEvent>> {
+        let rows = sqlx::query(
             "SELECT id, event_type, payload, attempts FROM run_inbox \
-             WHERE run_id = $1 AND consumed_at IS NULL ORDER BY id LIMIT 1",
+             WHERE run_id = $1 AND consumed_at IS NULL ORDER BY id LIMIT $2",
         )
         .bind(run_id)
-        .fetch_optional(&self.pool)
+        .bind(limit.clamp(1, 10_000))
+        .fetch_all(&self.pool)
         .await
         .map_err(db_err)?;
-        let Some(row) = row else { return Ok(None) };
-        let payload: String = row.try_get(2).map_err(db_err)?;
-        Ok(Some(PendingEvent {
-            id: row.try_get(0).map_err(db_err)?,
-            event_type: row.try_get(1).map_err(db_err)?,
-            payload: serde_json::from_str(&payload).map_err(json_err)?,
-            attempts: row.try_get(3).map_err(db_err)?,
-        }))
+        rows.iter()
+            .map(|row| {
+                let payload: String = row.try_get(2).map_err(db_err)?;
+                Ok(PendingEvent {
+                    id: row.try_get(0).map_err(db_err)?,
+                    event_type: row.try_get(1).map_err(db_err)?,
+                    payload: serde_json::from_str(&payload).map_err(json_err)?,
+                    attempts: row.try_get(3).map_err(db_err)?,
+                })
+            })
+            .collect()
     }
 
     async fn record_attempt_failure(
@@ -420,142 +435,8 @@ impl RunStore for SqlStore {
         }
     }
 
-    async fn commit_step(&self, lease: &Lease, commit: StepCommit) -> StoreResult<Vec<i64>> {
-        let now = now_ms();
-        let mut stream = commit.stream;
-        let (status, result, error, outcome_name) = match &commit.outcome {
-            StepOutcome::Continue => ("running", None, None, "continued"),
-            StepOutcome::Completed(env) => {
-                stream.push(env.clone());
-                ("completed", Some(to_text(env)?), None, "completed")
-            }
-            StepOutcome::Failed { error, event } => {
-                stream.push(event.clone());
-                ("failed", None, Some(error.clone()), "failed")
-            }
-        };
-        let terminal = status != "running";
-        let n = stream.len() as i64;
-        let state = commit.state.as_ref().map(to_text).transpose()?;
-
-        let mut tx = self.begin_write().await?;
-        let row = sqlx::query(
-            "UPDATE runs SET next_seq = next_seq + $1, state = COALESCE($2, state), status = $3, \
-             result = COALESCE($4, result), error = $5, updated_at = $6, \
-             completed_at = CASE WHEN $7 = 1 THEN $6 ELSE completed_at END, \
-             lease_owner = CASE WHEN $7 = 1 THEN NULL ELSE lease_owner END, \
-             lease_expires_at = CASE WHEN $7 = 1 THEN NULL ELSE lease_expires_at END \
-             WHERE id = $8 AND lease_owner = $9 AND fence = $10 AND status = 'running' \
-             RETURNING next_seq",
-        )
-        .bind(n)
-        .bind(state)
-        .bind(status)
-        .bind(result)
-        .bind(error)
-        .bind(now)
-        .bind(terminal as i64)
-        .bind(&lease.run_id)
-        .bind(&lease.owner)
-        .bind(lease.fence)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        let Some(row) = row else {
-            return Err(StoreError::LeaseLost(lease.run_id.clone()));
-        };
-        let next_seq: i64 = row.try_get(0).map_err(db_err)?;
-        let first_seq = next_seq - n;
-
-        if let Some(consumed) = commit.consumed {
-            let done = sqlx::query(
-                "UPDATE run_inbox SET consumed_at = $1 WHERE id = $2 AND run_id = $3 AND consumed_at IS NULL",
-            )
-            .bind(now)
-            .bind(consumed)
-            .bind(&lease.run_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-            if done.rows_affected() != 1 {
-                return Err(StoreError::Conflict(format!(
-                    "event {consumed} of run {} was already consumed",
-                    lease.run_id
-                )));
-            }
-        }
-        sqlx::query(
-            "INSERT INTO step_journal (run_id, inbox_id, step, attempt, outcome, started_at, finished_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(&lease.run_id)
-        .bind(commit.consumed)
-        .bind(&commit.step)
-        .bind(commit.attempt)
-        .bind(outcome_name)
-        .bind(commit.started_at)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-
-        let seqs: Vec<i64> = (first_seq..first_seq + stream.len() as i64).collect();
-        insert_events(
-            &mut tx,
-            self.dialect,
-            &lease.run_id,
-            first_seq,
-            &stream,
-            now,
-        )
-        .await?;
-        insert_rows(
-            &mut tx,
-            "run_inbox (run_id, event_type, payload, created_at)",
-            &commit.sent,
-            |p, _, (event_type, payload)| {
-                Ok(format!(
-                    "({}, {}, {}, {})",
-                    p.text(lease.run_id.clone()),
-                    p.text(event_type.clone()),
-                    p.text(to_text(payload)?),
-                    p.int(now)
-                ))
-            },
-        )
-        .await?;
-        for message in &commit.mailbox_consumed {
-            let row = sqlx::query(
-                "UPDATE mailbox SET status = 'consumed', consumed_at = $1, consumed_by = $2 \
-                 WHERE id = $3 AND run_id = $4 AND status = 'pending' RETURNING event_type",
-            )
-            .bind(now)
-            .bind(commit.consumed)
-            .bind(message)
-            .bind(&lease.run_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_err)?;
-            let Some(row) = row else {
-                return Err(StoreError::Conflict(format!(
-                    "message {message} of run {} is no longer pending",
-                    lease.run_id
-                )));
-            };
-            let event_type: String = row.try_get(0).map_err(db_err)?;
-            sqlx::query(
-                "UPDATE mailbox SET status = 'superseded', consumed_at = $1 \
-                 WHERE run_id = $2 AND event_type = $3 AND status = 'pending'",
-            )
-            .bind(now)
-            .bind(&lease.run_id)
-            .bind(event_type)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        }
-        self.commit(tx).await?;
-        Ok(seqs)
+    async fn commit_step(&self, lease: &Lease, commit: &StepCommit) -> StoreResult<Committed> {
+        self.write_step(lease, commit).await
     }
 
     async fn suspend(
@@ -644,22 +525,7 @@ impl RunStore for SqlStore {
     }
 
     async fn append_stream(&self, lease: &Lease, stream: &[Envelope]) -> StoreResult<Option<i64>> {
-        if stream.is_empty() {
-            return Ok(None);
-        }
-        let mut tx = self.begin_write().await?;
-        let first_seq = reserve_seqs(&mut tx, lease, stream.len()).await?;
-        let last = insert_events(
-            &mut tx,
-            self.dialect,
-            &lease.run_id,
-            first_seq,
-            stream,
-            now_ms(),
-        )
-        .await?;
-        self.commit(tx).await?;
-        Ok(last)
+        self.write_stream(lease, stream).await
     }
 
     async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome> {
@@ -725,33 +591,28 @@ impl RunStore for SqlStore {
     }
 
     async fn mailbox_peek(&self, run_id: &str, event_type: &str) -> StoreResult<MailboxView> {
-        // Read the counter before the messages: a message that lands in between either shows
-        // up below or moves the counter, so a suspend based on this view cannot miss it.
-        let row = sqlx::query("SELECT mailbox_seq FROM runs WHERE id = $1")
-            .bind(run_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err)?
-            .ok_or_else(|| StoreError::NotFound(format!("run {run_id}")))?;
-        let mailbox_seq: i64 = row.try_get(0).map_err(db_err)?;
-        let msg = sqlx::query(
-            "SELECT id, payload FROM mailbox WHERE run_id = $1 AND event_type = $2 AND status = 'pending' \
-             ORDER BY id LIMIT 1",
+        // One statement reads the counter and the oldest message from one snapshot: a
+        // message that lands later moves the counter, so a suspend based on this view
+        // cannot miss it.
+        let row = sqlx::query(
+            "SELECT r.mailbox_seq, m.id, m.payload FROM runs r LEFT JOIN mailbox m ON m.id = \
+             (SELECT id FROM mailbox WHERE run_id = $1 AND event_type = $2 AND status = 'pending' \
+              ORDER BY id LIMIT 1) WHERE r.id = $1",
         )
         .bind(run_id)
         .bind(event_type)
         .fetch_optional(&self.pool)
         .await
-        .map_err(db_err)?;
-        let message = match msg {
-            None => None,
-            Some(row) => {
-                let payload: String = row.try_get(1).map_err(db_err)?;
-                Some((
-                    row.try_get(0).map_err(db_err)?,
-                    serde_json::from_str(&payload).map_err(json_err)?,
-                ))
+        .map_err(db_err)?
+        .ok_or_else(|| StoreError::NotFound(format!("run {run_id}")))?;
+        let mailbox_seq: i64 = row.try_get(0).map_err(db_err)?;
+        let id: Option<i64> = row.try_get(1).map_err(db_err)?;
+        let payload: Option<String> = row.try_get(2).map_err(db_err)?;
+        let message = match (id, payload) {
+            (Some(id), Some(payload)) => {
+                Some((id, serde_json::from_str(&payload).map_err(json_err)?))
             }
+            _ => None,
         };
         Ok(MailboxView {
             message,
@@ -783,6 +644,29 @@ impl RunStore for SqlStore {
                     seq: row.try_get(0).map_err(db_err)?,
                     envelope,
                     created_at: row.try_get(2).map_err(db_err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn changed_since(&self, since_ms: i64, limit: i64) -> StoreResult<Vec<RunHead>> {
+        let rows = sqlx::query(
+            "SELECT id, next_seq, status FROM runs WHERE updated_at >= $1 ORDER BY updated_at LIMIT $2",
+        )
+        .bind(since_ms)
+        .bind(limit.clamp(1, 100_000))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(|row| {
+                let status: String = row.try_get(2).map_err(db_err)?;
+                Ok(RunHead {
+                    id: row.try_get(0).map_err(db_err)?,
+                    next_seq: row.try_get(1).map_err(db_err)?,
+                    status: RunStatus::parse(&status).ok_or_else(|| {
+                        StoreError::Backend(format!("unknown run status '{status}'"))
+                    })?,
                 })
             })
             .collect()

@@ -24,6 +24,7 @@ macro_rules! both {
 
 both!(
     step_commit_is_atomic_and_numbers_events,
+    commit_hands_out_sent_ids_and_moves_the_head,
     stale_fence_is_refused_and_applies_nothing,
     journal_keeps_first_result,
     mailbox_keeps_early_events_dedupes_and_supersedes,
@@ -57,6 +58,62 @@ async fn new_run(s: &SqlStore, id: &str) -> RunRecord {
     })
     .await
     .unwrap()
+}
+
+/// A commit returns the ids of the events it sent, in order, as the inbox lists them; a
+/// stored envelope reads back whole; a run that moved shows in `changed_since` with its new
+/// head, and nothing shows as changed after now.
+async fn commit_hands_out_sent_ids_and_moves_the_head(s: SqlStore) {
+    new_run(&s, "r1").await;
+    let since = now_ms();
+    let (_, lease) = s.claim_run("r1", "w1", 10_000).await.unwrap().unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
+    let mut c = commit(start.id, vec![env(0)], StepOutcome::Continue);
+    c.sent = (0..3)
+        .map(|i| {
+            (
+                format!("Fan{i}"),
+                json!({"i": i, "text": "quote \" and \\u0001 é"}),
+            )
+        })
+        .collect();
+    let done = s.commit_step(&lease, &c).await.unwrap();
+    assert_eq!(done.seqs, vec![0]);
+    let pending = s.pending_events("r1", 10).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|p| p.id).collect::<Vec<_>>(),
+        done.sent_ids,
+        "the sent events, oldest first"
+    );
+    assert_eq!(
+        pending
+            .iter()
+            .map(|p| p.event_type.as_str())
+            .collect::<Vec<_>>(),
+        vec!["Fan0", "Fan1", "Fan2"]
+    );
+    assert_eq!(pending[1].payload, c.sent[1].1);
+    let events = s.events_after("r1", -1, 10).await.unwrap();
+    assert_eq!(events[0].envelope, env(0));
+    let heads = s.changed_since(since, 100).await.unwrap();
+    let moved: Vec<&RunHead> = heads.iter().filter(|h| h.id == "r1").collect();
+    assert_eq!(moved.len(), 1);
+    assert_eq!(
+        (moved[0].next_seq, moved[0].status),
+        (1, RunStatus::Running)
+    );
+    assert!(
+        s.changed_since(now_ms() + 60_000, 100)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing changed in the future"
+    );
+}
+
+/// The oldest pending step event of a run.
+async fn next_pending(s: &SqlStore, id: &str) -> Option<PendingEvent> {
+    s.pending_events(id, 1).await.unwrap().into_iter().next()
 }
 
 fn commit(consumed: i64, stream: Vec<Envelope>, outcome: StepOutcome) -> StepCommit {
@@ -96,27 +153,27 @@ async fn step_commit_is_atomic_and_numbers_events(s: SqlStore) {
         s.claim_next("w2", 10_000, &[]).await.unwrap().is_none(),
         "leased run claimed twice"
     );
-    let start = s.next_pending("r1").await.unwrap().unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
     assert_eq!(start.event_type, "Start");
     assert_eq!(start.payload, json!({"q": "hello"}));
     let seqs = s
         .commit_step(
             &lease,
-            commit(start.id, vec![env(0), env(1)], StepOutcome::Continue),
+            &commit(start.id, vec![env(0), env(1)], StepOutcome::Continue),
         )
         .await
         .unwrap();
-    assert_eq!(seqs, vec![0, 1]);
+    assert_eq!(seqs.seqs, vec![0, 1]);
     let run = s.get_run("r1").await.unwrap().unwrap();
     assert_eq!(run.state, json!({"count": 1}));
     assert_eq!(run.next_seq, 2);
-    let next = s.next_pending("r1").await.unwrap().unwrap();
+    let next = next_pending(&s, "r1").await.unwrap();
     assert_eq!(next.event_type, "Next");
     // Committing the same input twice is refused whole: no events are added.
     let again = s
         .commit_step(
             &lease,
-            commit(start.id, vec![env(9)], StepOutcome::Continue),
+            &commit(start.id, vec![env(9)], StepOutcome::Continue),
         )
         .await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
@@ -128,11 +185,11 @@ async fn step_commit_is_atomic_and_numbers_events(s: SqlStore) {
     let seqs = s
         .commit_step(
             &lease,
-            commit(next.id, vec![env(2)], StepOutcome::Completed(stop.clone())),
+            &commit(next.id, vec![env(2)], StepOutcome::Completed(stop.clone())),
         )
         .await
         .unwrap();
-    assert_eq!(seqs, vec![2, 3]);
+    assert_eq!(seqs.seqs, vec![2, 3]);
     let run = s.get_run("r1").await.unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(run.result, Some(stop));
@@ -158,9 +215,9 @@ async fn stale_fence_is_refused_and_applies_nothing(s: SqlStore) {
         .unwrap()
         .expect("expired lease is claimable");
     assert!(new.fence > old.fence);
-    let start = s.next_pending("r1").await.unwrap().unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
     let r = s
-        .commit_step(&old, commit(start.id, vec![env(0)], StepOutcome::Continue))
+        .commit_step(&old, &commit(start.id, vec![env(0)], StepOutcome::Continue))
         .await;
     assert!(matches!(r, Err(StoreError::LeaseLost(_))), "{r:?}");
     assert!(matches!(
@@ -175,10 +232,10 @@ async fn stale_fence_is_refused_and_applies_nothing(s: SqlStore) {
         json!({"count": 0})
     );
     assert!(
-        s.next_pending("r1").await.unwrap().is_some(),
+        next_pending(&s, "r1").await.is_some(),
         "refused commit consumed its input"
     );
-    s.commit_step(&new, commit(start.id, vec![env(0)], StepOutcome::Continue))
+    s.commit_step(&new, &commit(start.id, vec![env(0)], StepOutcome::Continue))
         .await
         .unwrap();
 }
@@ -201,15 +258,15 @@ async fn journal_keeps_first_result(s: SqlStore) {
         (json!({"a": 1}), None)
     );
     // Events of a journaled call are numbered with the step's own, without a gap.
-    let start = s.next_pending("r1").await.unwrap().unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
     let seqs = s
         .commit_step(
             &lease,
-            commit(start.id, vec![env(3)], StepOutcome::Continue),
+            &commit(start.id, vec![env(3)], StepOutcome::Continue),
         )
         .await
         .unwrap();
-    assert_eq!(seqs, vec![2]);
+    assert_eq!(seqs.seqs, vec![2]);
     let got: Vec<i64> = s
         .events_after("r1", -1, 10)
         .await
@@ -266,20 +323,20 @@ async fn mailbox_keeps_early_events_dedupes_and_supersedes(s: SqlStore) {
         "oldest first"
     );
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
-    let start = s.next_pending("r1").await.unwrap().unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
     let mut c = commit(start.id, vec![], StepOutcome::Continue);
     c.mailbox_consumed = vec![first];
-    s.commit_step(&lease, c).await.unwrap();
+    s.commit_step(&lease, &c).await.unwrap();
     // The conflicting decision was superseded: exactly one applied.
     assert_eq!(s.mailbox_peek("r1", "Approve").await.unwrap().message, None);
     let stop = Envelope::of(&StopEvent {
         result: json!(null),
     })
     .unwrap();
-    let next = s.next_pending("r1").await.unwrap().unwrap();
+    let next = next_pending(&s, "r1").await.unwrap();
     s.commit_step(
         &lease,
-        commit(next.id, vec![], StepOutcome::Completed(stop)),
+        &commit(next.id, vec![], StepOutcome::Completed(stop)),
     )
     .await
     .unwrap();
@@ -362,10 +419,10 @@ async fn suspend_cannot_miss_a_message(s: SqlStore) {
 async fn cancel_streams_event_and_fences_out_owner(s: SqlStore) {
     new_run(&s, "r1").await;
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
-    let start = s.next_pending("r1").await.unwrap().unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
     s.commit_step(
         &lease,
-        commit(start.id, vec![env(0)], StepOutcome::Continue),
+        &commit(start.id, vec![env(0)], StepOutcome::Continue),
     )
     .await
     .unwrap();
@@ -382,10 +439,13 @@ async fn cancel_streams_event_and_fences_out_owner(s: SqlStore) {
         s.cancel_run("zz", cancelled).await.unwrap(),
         CancelOutcome::NotFound
     );
-    let next = s.next_pending("r1").await.unwrap().unwrap();
+    let next = next_pending(&s, "r1").await.unwrap();
     assert!(matches!(
-        s.commit_step(&lease, commit(next.id, vec![env(1)], StepOutcome::Continue))
-            .await,
+        s.commit_step(
+            &lease,
+            &commit(next.id, vec![env(1)], StepOutcome::Continue)
+        )
+        .await,
         Err(StoreError::LeaseLost(_))
     ));
     let events = s.events_after("r1", -1, 10).await.unwrap();

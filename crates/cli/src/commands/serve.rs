@@ -116,10 +116,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let worker = tokio::spawn(research.engine.clone().run_worker(stop_rx.clone()));
     // On Postgres, runs driven by other `fathom serve` processes reach this one's streams
     // as soon as they commit (LISTEN/NOTIFY), not at the next poll.
-    let listener_task = {
-        let engine = research.engine.clone();
-        store.follow_changes(move |run_id| engine.announce(run_id))
-    };
+    let listener_task = store.relay_changes(research.engine.clone());
     println!(
         "fathom: serving deployment '{}' ({}) on http://{bound}{}",
         deployment.name,

@@ -4,8 +4,9 @@
 mod runs;
 
 pub use runs::{
-    CancelOutcome, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent, RunFilter,
-    RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoredEvent, SuspendOutcome,
+    CancelOutcome, Committed, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent,
+    RunFilter, RunHead, RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoredEvent,
+    SuspendOutcome,
 };
 
 /// Errors every store reports. Messages are safe to show: they never carry SQL text.

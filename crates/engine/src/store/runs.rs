@@ -159,6 +159,23 @@ pub enum CancelOutcome {
     AlreadyTerminal(RunStatus),
 }
 
+/// What a step commit gave out: the sequence numbers of its stream events and the ids of
+/// the events it sent to other steps, in the order given.
+#[derive(Debug, Clone, Default)]
+pub struct Committed {
+    pub seqs: Vec<i64>,
+    pub sent_ids: Vec<i64>,
+}
+
+/// Where a run stands, for telling whether it moved: its stream's next sequence number and
+/// its status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunHead {
+    pub id: String,
+    pub next_seq: i64,
+    pub status: RunStatus,
+}
+
 #[derive(Debug, Clone)]
 pub struct StoredEvent {
     pub seq: i64,
@@ -205,7 +222,8 @@ pub trait RunStore: Send + Sync + 'static {
     /// once instead of waiting for expiry. Fences are bumped so a zombie cannot commit.
     async fn release_owner(&self, owner: &str) -> StoreResult<u64>;
 
-    async fn next_pending(&self, run_id: &str) -> StoreResult<Option<PendingEvent>>;
+    /// The run's pending step events, oldest first, at most `limit`.
+    async fn pending_events(&self, run_id: &str, limit: i64) -> StoreResult<Vec<PendingEvent>>;
     /// Records a failed attempt of a step on its pending event (fenced).
     async fn record_attempt_failure(
         &self,
@@ -213,9 +231,9 @@ pub trait RunStore: Send + Sync + 'static {
         pending_id: i64,
         error: &str,
     ) -> StoreResult<()>;
-    /// Applies a step's results atomically (fenced). Returns the sequence numbers given to its
-    /// stream events.
-    async fn commit_step(&self, lease: &Lease, commit: StepCommit) -> StoreResult<Vec<i64>>;
+    /// Applies a step's results atomically (fenced), in one round trip to the database where
+    /// it allows.
+    async fn commit_step(&self, lease: &Lease, commit: &StepCommit) -> StoreResult<Committed>;
     /// Parks the run until a message of `event_type` arrives, releasing the lease (fenced).
     async fn suspend(
         &self,
@@ -256,6 +274,10 @@ pub trait RunStore: Send + Sync + 'static {
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<StoredEvent>>;
+
+    /// Runs changed (new stream events, a new status) at or after `since_ms`, at most
+    /// `limit`: for a process that looks for other processes' changes by polling.
+    async fn changed_since(&self, since_ms: i64, limit: i64) -> StoreResult<Vec<RunHead>>;
 
     /// Cancels a running or waiting run and streams a `WorkflowCancelledEvent`.
     async fn cancel_run(&self, id: &str, cancelled: Envelope) -> StoreResult<CancelOutcome>;

@@ -1,0 +1,415 @@
+//! Fenced writes to a run in one round trip: a step's commit and a live stream append.
+//!
+//! Every statement of the write is gated on the lease: it applies only where the run is
+//! still `running` under the writer's fence. On Postgres the statements are data-modifying
+//! CTEs of one statement, gated on the fenced `UPDATE runs` (which takes the row lock), so
+//! the write is one round trip and atomic without a transaction. SQLite has no such CTEs, so
+//! the statements go as one multi-statement body inside an immediate transaction (which
+//! already holds the only write lock), gated on the same fence condition, with the
+//! `UPDATE runs` last. Rows of a variable count (stream events, sent events) travel as one
+//! JSON array parameter, so the SQL text does not grow with them.
+
+use fathom_engine::Envelope;
+use fathom_engine::store::{Committed, Lease, StepCommit, StepOutcome, StoreError, StoreResult};
+use sqlx::Row;
+
+use crate::sql::Params;
+use crate::{Dialect, SqlStore, db_err};
+
+/// The runs update of a fenced write: what it sets besides `next_seq` and `updated_at`.
+struct RunUpdate {
+    /// Extra `SET` assignments, already holding their placeholders.
+    set: String,
+}
+
+/// One fenced write being built: statements gated on the lease, and the runs update.
+struct Write<'a> {
+    dialect: Dialect,
+    p: Params,
+    lease: &'a Lease,
+    run_id: String,
+    owner: String,
+    fence: String,
+    now: String,
+    /// Number of stream events written (the run's `next_seq` moves by it).
+    n: String,
+    /// Statements gated on the lease, by kind; those with `RETURNING` give (kind, id) rows.
+    steps: Vec<(&'static str, String)>,
+}
+
+impl<'a> Write<'a> {
+    fn new(dialect: Dialect, lease: &'a Lease, now: i64, events: usize) -> Self {
+        let mut p = Params::default();
+        let run_id = p.text(lease.run_id.clone());
+        let owner = p.text(lease.owner.clone());
+        let fence = p.int(lease.fence);
+        let now = p.int(now);
+        let n = p.int(events as i64);
+        Write {
+            dialect,
+            p,
+            lease,
+            run_id,
+            owner,
+            fence,
+            now,
+            n,
+            steps: Vec::new(),
+        }
+    }
+
+    /// A FROM item with one row while the lease holds, as `g`, with `g.first_seq`: the
+    /// sequence number of this write's first event.
+    fn gate(&self) -> String {
+        match self.dialect {
+            Dialect::Postgres => "run g".to_string(),
+            Dialect::Sqlite => format!(
+                "(SELECT next_seq AS first_seq FROM runs WHERE id = {} AND lease_owner = {} \
+                 AND fence = {} AND status = 'running') g",
+                self.run_id, self.owner, self.fence
+            ),
+        }
+    }
+
+    /// A FROM item over a JSON array parameter of arrays, as `r`, with `r.value` (one inner
+    /// array) and `r.idx` (its position from 0).
+    fn json_rows(&mut self, rows: String) -> String {
+        let p = self.p.text(rows);
+        match self.dialect {
+            Dialect::Postgres => format!(
+                "(SELECT a.value, a.ord - 1 AS idx FROM json_array_elements(CAST({p} AS json)) \
+                 WITH ORDINALITY AS a(value, ord)) r"
+            ),
+            Dialect::Sqlite => format!("(SELECT value, key AS idx FROM json_each({p})) r"),
+        }
+    }
+
+    fn stream(&mut self, stream: &[&Envelope]) -> StoreResult<()> {
+        if stream.is_empty() {
+            return Ok(());
+        }
+        // Each envelope as its JSON text inside a string, so it is stored byte for byte.
+        let rows = stream
+            .iter()
+            .map(|env| Ok(serde_json::json!([env.event_type, to_text(env)?])))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let rows = self.json_rows(serde_json::Value::Array(rows).to_string());
+        let sql = format!(
+            "INSERT INTO run_events (run_id, seq, event_type, envelope, created_at) \
+             SELECT {id}, g.first_seq + r.idx, r.value ->> 0, r.value ->> 1, {now} \
+             FROM {gate}, {rows}",
+            id = self.run_id,
+            now = self.now,
+            gate = self.gate(),
+        );
+        self.steps.push(("events", sql));
+        if self.dialect == Dialect::Postgres {
+            let channel = self.p.text(crate::CHANGES_CHANNEL);
+            self.steps.push((
+                "notify",
+                format!("SELECT pg_notify({channel}, {}) FROM run", self.run_id),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Builds and runs the write; `update` is applied to the run last. Returns the first
+    /// sequence number (None: the lease is gone and nothing was written) and the rows the
+    /// gated statements returned, as (kind, id).
+    async fn run(
+        self,
+        store: &SqlStore,
+        update: RunUpdate,
+        expect: &[(&'static str, usize)],
+    ) -> StoreResult<Option<(i64, Vec<(String, i64)>)>> {
+        let set = format!(
+            "next_seq = next_seq + {n}, updated_at = {now}{extra}",
+            n = self.n,
+            now = self.now,
+            extra = update.set
+        );
+        let fenced = format!(
+            "id = {} AND lease_owner = {} AND fence = {} AND status = 'running'",
+            self.run_id, self.owner, self.fence
+        );
+        let rows = match self.dialect {
+            Dialect::Postgres => {
+                let mut sql = format!(
+                    "WITH run AS (UPDATE runs SET {set} WHERE {fenced} \
+                     RETURNING next_seq - {n} AS first_seq)",
+                    n = self.n
+                );
+                let mut select = vec!["SELECT 'run' AS kind, first_seq AS v FROM run".to_string()];
+                for (i, (kind, stmt)) in self.steps.iter().enumerate() {
+                    let materialized = if *kind == "notify" {
+                        " MATERIALIZED"
+                    } else {
+                        ""
+                    };
+                    sql.push_str(&format!(", s{i} AS{materialized} ({stmt})"));
+                    if stmt.contains("RETURNING") {
+                        select.push(format!("SELECT '{kind}', v FROM s{i}"));
+                    } else if *kind == "notify" {
+                        select.push(format!("SELECT 'notify', CAST(0 AS BIGINT) FROM s{i}"));
+                    }
+                }
+                // A consumed event or message that is no longer pending means another writer
+                // got there first: fail the whole statement rather than apply half of it.
+                for (kind, count) in expect {
+                    let idx = self.steps.iter().position(|(k, _)| k == kind);
+                    if let Some(i) = idx {
+                        select.push(format!(
+                            "SELECT 'guard', CAST(CASE WHEN (SELECT count(*) FROM s{i}) = {count} \
+                             THEN '0' ELSE 'step commit conflict: {kind} no longer pending' END \
+                             AS bigint) FROM run"
+                        ));
+                    }
+                }
+                sql.push(' ');
+                sql.push_str(&select.join(" UNION ALL "));
+                self.p
+                    .query(sql)
+                    .fetch_all(store.pool())
+                    .await
+                    .map_err(|e| conflict_or_failure(e, self.lease))?
+            }
+            Dialect::Sqlite => {
+                let mut body: Vec<String> = self.steps.iter().map(|(_, s)| s.clone()).collect();
+                body.push(format!(
+                    "UPDATE runs SET {set} WHERE {fenced} RETURNING 'run' AS kind, \
+                     next_seq - {n} AS v",
+                    n = self.n
+                ));
+                let mut tx = store.begin_write().await?;
+                let rows = self
+                    .p
+                    .query(body.join(";\n"))
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(|e| conflict_or_failure(e, self.lease))?;
+                let got = read_rows(&rows)?;
+                let applied = got.iter().any(|(k, _)| k == "run");
+                // A consumed event or message that is no longer pending means another writer
+                // got there first: apply nothing.
+                for (kind, count) in expect {
+                    if applied && got.iter().filter(|(k, _)| k == kind).count() != *count {
+                        // Dropping the transaction rolls everything back.
+                        return Err(StoreError::Conflict(format!(
+                            "{kind} of run {} is no longer pending",
+                            self.lease.run_id
+                        )));
+                    }
+                }
+                if applied {
+                    tx.commit().await.map_err(db_err)?;
+                }
+                rows
+            }
+        };
+        let got = read_rows(&rows)?;
+        let Some(first_seq) = got.iter().find(|(k, _)| k == "run").map(|(_, v)| *v) else {
+            return Ok(None);
+        };
+        store.count_commit();
+        Ok(Some((first_seq, got)))
+    }
+}
+
+/// A write refused because another writer consumed the same event or message first (the
+/// Postgres guard, or the step journal's one-commit-per-event key) is a conflict; anything
+/// else is the database failing.
+fn conflict_or_failure(e: sqlx::Error, lease: &Lease) -> StoreError {
+    let unique = e
+        .as_database_error()
+        .is_some_and(|d| d.is_unique_violation());
+    if unique || e.to_string().contains("step commit conflict") {
+        StoreError::Conflict(format!(
+            "a consumed event or message of run {} is no longer pending",
+            lease.run_id
+        ))
+    } else {
+        db_err(e)
+    }
+}
+
+fn read_rows(rows: &[sqlx::any::AnyRow]) -> StoreResult<Vec<(String, i64)>> {
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.try_get(0).map_err(db_err)?,
+                row.try_get(1).map_err(db_err)?,
+            ))
+        })
+        .collect()
+}
+
+fn to_text(v: &impl serde::Serialize) -> StoreResult<String> {
+    serde_json::to_string(v).map_err(|e| StoreError::Invalid(format!("unserializable value: {e}")))
+}
+
+fn seqs(first: i64, n: usize) -> Vec<i64> {
+    (first..first + n as i64).collect()
+}
+
+impl SqlStore {
+    /// A step's commit: see [`fathom_engine::store::RunStore::commit_step`].
+    pub(crate) async fn write_step(&self, lease: &Lease, c: &StepCommit) -> StoreResult<Committed> {
+        let now = fathom_engine::store::now_ms();
+        let (status, result, error, outcome_name, last) = match &c.outcome {
+            StepOutcome::Continue => ("running", None, None, "continued", None),
+            StepOutcome::Completed(env) => (
+                "completed",
+                Some(to_text(env)?),
+                None,
+                "completed",
+                Some(env),
+            ),
+            StepOutcome::Failed { error, event } => {
+                ("failed", None, Some(error.clone()), "failed", Some(event))
+            }
+        };
+        let stream: Vec<&Envelope> = c.stream.iter().chain(last).collect();
+        let mut w = Write::new(self.dialect, lease, now, stream.len());
+        let gate = w.gate();
+        let mut expect = Vec::new();
+
+        if let Some(consumed) = c.consumed {
+            let id = w.p.int(consumed);
+            w.steps.push((
+                "consumed",
+                format!(
+                    "UPDATE run_inbox SET consumed_at = {now} WHERE id = {id} AND run_id = {run} \
+                     AND consumed_at IS NULL AND EXISTS (SELECT 1 FROM {gate}) \
+                     RETURNING 'consumed' AS kind, id AS v",
+                    now = w.now,
+                    run = w.run_id,
+                ),
+            ));
+            expect.push(("consumed", 1));
+        }
+        let inbox_id = match c.consumed {
+            Some(id) => w.p.int(id),
+            None => "CAST(NULL AS BIGINT)".to_string(),
+        };
+        let step = w.p.text(c.step.clone());
+        let attempt = w.p.int(c.attempt);
+        let outcome = w.p.text(outcome_name);
+        let started = w.p.int(c.started_at);
+        w.steps.push((
+            "journal",
+            format!(
+                "INSERT INTO step_journal (run_id, inbox_id, step, attempt, outcome, started_at, \
+                 finished_at) SELECT {run}, {inbox_id}, {step}, {attempt}, {outcome}, {started}, \
+                 {now} FROM {gate}",
+                run = w.run_id,
+                now = w.now,
+            ),
+        ));
+        w.stream(&stream)?;
+        if !c.sent.is_empty() {
+            let rows = c
+                .sent
+                .iter()
+                .map(|(t, payload)| Ok(serde_json::json!([t, to_text(payload)?])))
+                .collect::<StoreResult<Vec<_>>>()?;
+            let rows = w.json_rows(serde_json::Value::Array(rows).to_string());
+            w.steps.push((
+                "sent",
+                format!(
+                    "INSERT INTO run_inbox (run_id, event_type, payload, created_at) \
+                     SELECT {run}, r.value ->> 0, r.value ->> 1, {now} FROM {gate}, {rows} \
+                     ORDER BY r.idx RETURNING 'sent' AS kind, id AS v",
+                    run = w.run_id,
+                    now = w.now,
+                ),
+            ));
+        }
+        if !c.mailbox_consumed.is_empty() {
+            let ids: Vec<String> = c.mailbox_consumed.iter().map(|m| w.p.int(*m)).collect();
+            let ids = ids.join(", ");
+            w.steps.push((
+                "message",
+                format!(
+                    "UPDATE mailbox SET status = 'consumed', consumed_at = {now}, consumed_by = \
+                     {inbox_id} WHERE id IN ({ids}) AND run_id = {run} AND status = 'pending' \
+                     AND EXISTS (SELECT 1 FROM {gate}) RETURNING 'message' AS kind, id AS v",
+                    now = w.now,
+                    run = w.run_id,
+                ),
+            ));
+            // Of two conflicting decisions exactly one applies: the others of the same type
+            // are superseded with it.
+            w.steps.push((
+                "superseded",
+                format!(
+                    "UPDATE mailbox SET status = 'superseded', consumed_at = {now} \
+                     WHERE run_id = {run} AND status = 'pending' AND id NOT IN ({ids}) \
+                     AND event_type IN (SELECT event_type FROM mailbox WHERE id IN ({ids})) \
+                     AND EXISTS (SELECT 1 FROM {gate})",
+                    now = w.now,
+                    run = w.run_id,
+                ),
+            ));
+            expect.push(("message", c.mailbox_consumed.len()));
+        }
+
+        let terminal = if status == "running" { "0" } else { "1" };
+        let state = match &c.state {
+            Some(s) => w.p.text(to_text(s)?),
+            None => "state".to_string(),
+        };
+        let result = match result {
+            Some(r) => w.p.text(r),
+            None => "result".to_string(),
+        };
+        let error = match error {
+            Some(e) => w.p.text(e),
+            None => "NULL".to_string(),
+        };
+        let status = w.p.text(status);
+        let now = w.now.clone();
+        let set = if terminal == "1" {
+            format!(
+                ", state = {state}, status = {status}, result = {result}, error = {error}, \
+                 completed_at = {now}, lease_owner = NULL, lease_expires_at = NULL"
+            )
+        } else {
+            format!(", state = {state}, status = {status}, result = {result}, error = {error}")
+        };
+        let n = stream.len();
+        let Some((first, rows)) = w.run(self, RunUpdate { set }, &expect).await? else {
+            return Err(StoreError::LeaseLost(lease.run_id.clone()));
+        };
+        let mut sent_ids: Vec<i64> = rows
+            .iter()
+            .filter(|(k, _)| k == "sent")
+            .map(|(_, v)| *v)
+            .collect();
+        // Ids are handed out in insertion order, which is the order sent.
+        sent_ids.sort_unstable();
+        Ok(Committed {
+            seqs: seqs(first, n),
+            sent_ids,
+        })
+    }
+
+    /// A live append to the stream: see [`fathom_engine::store::RunStore::append_stream`].
+    pub(crate) async fn write_stream(
+        &self,
+        lease: &Lease,
+        stream: &[Envelope],
+    ) -> StoreResult<Option<i64>> {
+        if stream.is_empty() {
+            return Ok(None);
+        }
+        let now = fathom_engine::store::now_ms();
+        let refs: Vec<&Envelope> = stream.iter().collect();
+        let mut w = Write::new(self.dialect, lease, now, refs.len());
+        w.stream(&refs)?;
+        let set = String::new();
+        let Some((first, _)) = w.run(self, RunUpdate { set }, &[]).await? else {
+            return Err(StoreError::LeaseLost(lease.run_id.clone()));
+        };
+        Ok(Some(first + stream.len() as i64 - 1))
+    }
+}
