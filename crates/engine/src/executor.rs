@@ -264,46 +264,48 @@ impl Engine {
             Err(e) => warn!(error = %e, "could not release stale leases"),
         }
         let mut tasks = tokio::task::JoinSet::new();
+        // Whether the last look for work stopped at capacity, so that runnable runs may be
+        // left: only then does a run ending here send the worker looking again. (A run that
+        // parks or ends makes no new work; starts and deliveries wake the worker themselves.)
+        let mut saturated = false;
+        let mut look = true;
         loop {
             if *shutdown.borrow() {
                 break;
             }
             while tasks.try_join_next().is_some() {}
-            let mut claimed_any = false;
-            while tasks.len() < self.config.max_concurrent_runs {
-                let exclude: Vec<String> = self.active_runs();
-                match self
-                    .store
-                    .claim_next(&self.config.owner, self.lease_ttl_ms(), &exclude)
-                    .await
-                {
-                    Ok(Some((run, lease))) => {
-                        claimed_any = true;
-                        let lost = self.activate(&run.id);
-                        let me = self.clone();
-                        tasks.spawn(async move {
-                            let id = lease.run_id.clone();
-                            me.drive(run, lease, lost).await;
-                            me.lock_active().remove(&id);
-                            me.wake.notify_one();
-                        });
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        warn!(error = %e, "claim failed");
-                        break;
+            if look {
+                while tasks.len() < self.config.max_concurrent_runs {
+                    let exclude: Vec<String> = self.active_runs();
+                    match self
+                        .store
+                        .claim_next(&self.config.owner, self.lease_ttl_ms(), &exclude)
+                        .await
+                    {
+                        Ok(Some((run, lease))) => {
+                            let lost = self.activate(&run.id);
+                            let me = self.clone();
+                            tasks.spawn(async move {
+                                let id = lease.run_id.clone();
+                                me.drive(run, lease, lost).await;
+                                me.lock_active().remove(&id);
+                            });
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            warn!(error = %e, "claim failed");
+                            break;
+                        }
                     }
                 }
+                saturated = tasks.len() >= self.config.max_concurrent_runs;
             }
-            if claimed_any {
-                continue;
-            }
-            tokio::select! {
-                _ = self.wake.notified() => {}
-                _ = tokio::time::sleep(self.config.poll_interval) => {}
-                _ = shutdown.changed() => {}
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-            }
+            look = tokio::select! {
+                _ = self.wake.notified() => true,
+                _ = tokio::time::sleep(self.config.poll_interval) => true,
+                _ = shutdown.changed() => false,
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => saturated,
+            };
         }
         // Let runs in flight stop at their next step boundary; their leases expire or are
         // taken back by the next incarnation.

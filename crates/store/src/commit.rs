@@ -4,9 +4,9 @@
 //! still `running` under the writer's fence. On Postgres the statements are data-modifying
 //! CTEs of one statement, gated on the fenced `UPDATE runs` (which takes the row lock), so
 //! the write is one round trip and atomic without a transaction. SQLite has no such CTEs, so
-//! the statements go as one multi-statement body inside an immediate transaction (which
-//! already holds the only write lock), gated on the same fence condition, with the
-//! `UPDATE runs` last. Rows of a variable count (stream events, sent events) travel as one
+//! the statements go as one multi-statement body that begins an immediate transaction (the
+//! only write lock) and commits it, gated on the same fence condition, with the
+//! `UPDATE runs` last: one round trip to the connection's thread. Rows of a variable count (stream events, sent events) travel as one
 //! JSON array parameter, so the SQL text does not grow with them.
 
 use fathom_engine::Envelope;
@@ -115,12 +115,12 @@ impl<'a> Write<'a> {
 
     /// Builds and runs the write; `update` is applied to the run last. Returns the first
     /// sequence number (None: the lease is gone and nothing was written) and the rows the
-    /// gated statements returned, as (kind, id).
+    /// gated statements returned, as (kind, id). A gated statement that finds its event or
+    /// message already taken fails the whole write (a constraint it breaks on purpose).
     async fn run(
         self,
         store: &SqlStore,
         update: RunUpdate,
-        expect: &[(&'static str, usize)],
     ) -> StoreResult<Option<(i64, Vec<(String, i64)>)>> {
         let set = format!(
             "next_seq = next_seq + {n}, updated_at = {now}{extra}",
@@ -141,6 +141,7 @@ impl<'a> Write<'a> {
                 );
                 let mut select = vec!["SELECT 'run' AS kind, first_seq AS v FROM run".to_string()];
                 for (i, (kind, stmt)) in self.steps.iter().enumerate() {
+                    // A CTE's side effects happen only if something reads it.
                     let materialized = if *kind == "notify" {
                         " MATERIALIZED"
                     } else {
@@ -153,18 +154,6 @@ impl<'a> Write<'a> {
                         select.push(format!("SELECT 'notify', CAST(0 AS BIGINT) FROM s{i}"));
                     }
                 }
-                // A consumed event or message that is no longer pending means another writer
-                // got there first: fail the whole statement rather than apply half of it.
-                for (kind, count) in expect {
-                    let idx = self.steps.iter().position(|(k, _)| k == kind);
-                    if let Some(i) = idx {
-                        select.push(format!(
-                            "SELECT 'guard', CAST(CASE WHEN (SELECT count(*) FROM s{i}) = {count} \
-                             THEN '0' ELSE 'step commit conflict: {kind} no longer pending' END \
-                             AS bigint) FROM run"
-                        ));
-                    }
-                }
                 sql.push(' ');
                 sql.push_str(&select.join(" UNION ALL "));
                 self.p
@@ -174,35 +163,26 @@ impl<'a> Write<'a> {
                     .map_err(|e| conflict_or_failure(e, self.lease))?
             }
             Dialect::Sqlite => {
-                let mut body: Vec<String> = self.steps.iter().map(|(_, s)| s.clone()).collect();
+                let mut body = vec!["BEGIN IMMEDIATE".to_string()];
+                body.extend(self.steps.iter().map(|(_, s)| s.clone()));
                 body.push(format!(
                     "UPDATE runs SET {set} WHERE {fenced} RETURNING 'run' AS kind, \
                      next_seq - {n} AS v",
                     n = self.n
                 ));
-                let mut tx = store.begin_write().await?;
+                body.push("COMMIT".to_string());
+                let mut conn = OpenTransaction(Some(store.pool().acquire().await.map_err(db_err)?));
+                let Some(c) = conn.0.as_mut() else {
+                    return Err(StoreError::Backend("connection vanished".into()));
+                };
                 let rows = self
                     .p
                     .query(body.join(";\n"))
-                    .fetch_all(&mut *tx)
+                    .fetch_all(&mut **c)
                     .await
                     .map_err(|e| conflict_or_failure(e, self.lease))?;
-                let got = read_rows(&rows)?;
-                let applied = got.iter().any(|(k, _)| k == "run");
-                // A consumed event or message that is no longer pending means another writer
-                // got there first: apply nothing.
-                for (kind, count) in expect {
-                    if applied && got.iter().filter(|(k, _)| k == kind).count() != *count {
-                        // Dropping the transaction rolls everything back.
-                        return Err(StoreError::Conflict(format!(
-                            "{kind} of run {} is no longer pending",
-                            self.lease.run_id
-                        )));
-                    }
-                }
-                if applied {
-                    tx.commit().await.map_err(db_err)?;
-                }
+                // The body ran to its COMMIT: the connection goes back to the pool.
+                conn.0.take();
                 rows
             }
         };
@@ -215,14 +195,31 @@ impl<'a> Write<'a> {
     }
 }
 
+/// A SQLite connection whose transaction (begun inside a multi-statement body) may still be
+/// open: unless taken out once the body has committed, it is closed rather than handed back
+/// to the pool, and closing it rolls the transaction back. So a write that fails or is
+/// cancelled halfway leaves nothing behind, on the database or in the pool.
+struct OpenTransaction(Option<sqlx::pool::PoolConnection<sqlx::Any>>);
+
+impl Drop for OpenTransaction {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.as_mut() {
+            conn.close_on_drop();
+        }
+    }
+}
+
 /// A write refused because another writer consumed the same event or message first (the
-/// Postgres guard, or the step journal's one-commit-per-event key) is a conflict; anything
-/// else is the database failing.
+/// step journal's one-commit-per-event key, or a taken message's status turning NULL) is a
+/// conflict; anything else is the database failing.
 fn conflict_or_failure(e: sqlx::Error, lease: &Lease) -> StoreError {
-    let unique = e
-        .as_database_error()
-        .is_some_and(|d| d.is_unique_violation());
-    if unique || e.to_string().contains("step commit conflict") {
+    let taken = e.as_database_error().is_some_and(|d| {
+        matches!(
+            d.kind(),
+            sqlx::error::ErrorKind::UniqueViolation | sqlx::error::ErrorKind::NotNullViolation
+        )
+    });
+    if taken {
         StoreError::Conflict(format!(
             "a consumed event or message of run {} is no longer pending",
             lease.run_id
@@ -271,7 +268,6 @@ impl SqlStore {
         let stream: Vec<&Envelope> = c.stream.iter().chain(last).collect();
         let mut w = Write::new(self.dialect, lease, now, stream.len());
         let gate = w.gate();
-        let mut expect = Vec::new();
 
         if let Some(consumed) = c.consumed {
             let id = w.p.int(consumed);
@@ -285,7 +281,6 @@ impl SqlStore {
                     run = w.run_id,
                 ),
             ));
-            expect.push(("consumed", 1));
         }
         let inbox_id = match c.consumed {
             Some(id) => w.p.int(id),
@@ -330,15 +325,17 @@ impl SqlStore {
             w.steps.push((
                 "message",
                 format!(
-                    "UPDATE mailbox SET status = 'consumed', consumed_at = {now}, consumed_by = \
-                     {inbox_id} WHERE id IN ({ids}) AND run_id = {run} AND status = 'pending' \
-                     AND EXISTS (SELECT 1 FROM {gate}) RETURNING 'message' AS kind, id AS v",
+                    "UPDATE mailbox SET status = CASE WHEN status = 'pending' THEN 'consumed' END, \
+                     consumed_at = {now}, consumed_by = {inbox_id} WHERE id IN ({ids}) \
+                     AND run_id = {run} AND EXISTS (SELECT 1 FROM {gate}) \
+                     RETURNING 'message' AS kind, id AS v",
                     now = w.now,
                     run = w.run_id,
                 ),
             ));
-            // Of two conflicting decisions exactly one applies: the others of the same type
-            // are superseded with it.
+            // A message no longer pending gets a NULL status, which the table refuses: the
+            // write fails whole. Of two conflicting decisions exactly one applies: the others
+            // of the same type are superseded with it.
             w.steps.push((
                 "superseded",
                 format!(
@@ -350,7 +347,6 @@ impl SqlStore {
                     run = w.run_id,
                 ),
             ));
-            expect.push(("message", c.mailbox_consumed.len()));
         }
 
         let terminal = if status == "running" { "0" } else { "1" };
@@ -377,7 +373,7 @@ impl SqlStore {
             format!(", state = {state}, status = {status}, result = {result}, error = {error}")
         };
         let n = stream.len();
-        let Some((first, rows)) = w.run(self, RunUpdate { set }, &expect).await? else {
+        let Some((first, rows)) = w.run(self, RunUpdate { set }).await? else {
             return Err(StoreError::LeaseLost(lease.run_id.clone()));
         };
         let mut sent_ids: Vec<i64> = rows
@@ -407,7 +403,7 @@ impl SqlStore {
         let mut w = Write::new(self.dialect, lease, now, refs.len());
         w.stream(&refs)?;
         let set = String::new();
-        let Some((first, _)) = w.run(self, RunUpdate { set }, &[]).await? else {
+        let Some((first, _)) = w.run(self, RunUpdate { set }).await? else {
             return Err(StoreError::LeaseLost(lease.run_id.clone()));
         };
         Ok(Some(first + stream.len() as i64 - 1))

@@ -329,6 +329,17 @@ async fn mailbox_keeps_early_events_dedupes_and_supersedes(s: SqlStore) {
     s.commit_step(&lease, &c).await.unwrap();
     // The conflicting decision was superseded: exactly one applied.
     assert_eq!(s.mailbox_peek("r1", "Approve").await.unwrap().message, None);
+    // Consuming a message that is no longer pending is refused whole.
+    let next = next_pending(&s, "r1").await.unwrap();
+    let mut again = commit(next.id, vec![env(5)], StepOutcome::Continue);
+    again.mailbox_consumed = vec![first];
+    let refused = s.commit_step(&lease, &again).await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    assert!(s.events_after("r1", -1, 100).await.unwrap().is_empty());
+    assert_eq!(next_pending(&s, "r1").await.unwrap().id, next.id);
     let stop = Envelope::of(&StopEvent {
         result: json!(null),
     })
