@@ -105,7 +105,10 @@ fn condition(d: Dialect, p: &mut Params, c: &Condition) -> String {
                         format!("NOT ({any})")
                     }
                 }
-                Op::Eq => scalar_eq(d, p, &path, &c.value),
+                Op::Eq => match d.contains_prefilter(p, segments, &c.value) {
+                    Some(pre) => format!("({pre} AND {})", scalar_eq(d, p, &path, &c.value)),
+                    None => scalar_eq(d, p, &path, &c.value),
+                },
                 Op::Ne => format!("NOT {}", scalar_eq(d, p, &path, &c.value)),
                 op => match &c.value {
                     Value::Number(n) => {

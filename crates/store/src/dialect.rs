@@ -34,15 +34,42 @@ impl Dialect {
         }
     }
 
-    /// A bound path parameter for `segments` of `data`.
+    /// The path to `segments` of `data`: a literal when every segment is a plain name, so
+    /// that an index on the same expression can serve it (SQLite indexes `research_id`, the
+    /// key of saved sessions); a bound parameter otherwise.
     pub(crate) fn path_param(self, params: &mut Params, segments: &[String]) -> String {
-        match self {
-            Dialect::Postgres => {
+        let plain = segments
+            .iter()
+            .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+        match (self, plain) {
+            (Dialect::Postgres, true) => format!("CAST('{{{}}}' AS text[])", segments.join(",")),
+            (Dialect::Postgres, false) => {
                 let p = params.text(format!("{{{}}}", segments.join(",")));
                 format!("CAST({p} AS text[])")
             }
-            Dialect::Sqlite => params.text(format!("$.{}", segments.join("."))),
+            (Dialect::Sqlite, true) => format!("'$.{}'", segments.join(".")),
+            (Dialect::Sqlite, false) => params.text(format!("$.{}", segments.join("."))),
         }
+    }
+
+    /// On Postgres, a containment test that the GIN index on `data` serves, implied by
+    /// `data` at `segments` equal to the scalar `value`: a search by a field's value reads
+    /// the matching items, not the whole collection. None elsewhere, or for null.
+    pub(crate) fn contains_prefilter(
+        self,
+        params: &mut Params,
+        segments: &[String],
+        value: &serde_json::Value,
+    ) -> Option<String> {
+        if self != Dialect::Postgres || value.is_null() || value.is_array() || value.is_object() {
+            return None;
+        }
+        let doc = segments.iter().rev().fold(
+            value.clone(),
+            |inner, seg| serde_json::json!({ seg: inner }),
+        );
+        let p = params.text(doc.to_string());
+        Some(format!("data @> CAST({p} AS jsonb)"))
     }
 
     /// The JSON value at `path` (for ordering: typed, missing is NULL).
