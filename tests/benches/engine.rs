@@ -105,6 +105,7 @@ async fn engine_round(
                 lease_ttl: Duration::from_secs(30),
                 poll_interval: Duration::from_millis(100),
                 max_concurrent_runs: concurrency,
+                ..Default::default()
             },
         )
         .register(noop_workflow()),

@@ -81,6 +81,7 @@ fn engine(db: &TestDb, owner: &str, wf: Arc<dyn ErasedWorkflow>) -> Arc<Engine> 
                 lease_ttl: Duration::from_secs(5),
                 poll_interval: Duration::from_millis(25),
                 max_concurrent_runs: 4,
+                ..Default::default()
             },
         )
         .register(wf),
@@ -91,7 +92,7 @@ fn run_worker(
     e: &Arc<Engine>,
 ) -> (
     tokio::sync::watch::Sender<bool>,
-    tokio::task::JoinHandle<()>,
+    tokio::task::JoinHandle<fathom_engine::WorkerStopped>,
 ) {
     let (tx, rx) = tokio::sync::watch::channel(false);
     (tx, tokio::spawn(e.clone().run_worker(rx)))
@@ -509,6 +510,7 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
                     Dialect::Sqlite => Duration::from_millis(25),
                 },
                 max_concurrent_runs: 4,
+                ..Default::default()
             },
         )
         .register(gated()),

@@ -98,6 +98,9 @@ struct EngineSection {
     poll_interval_ms: u64,
     /// Runs one process drives at once.
     max_concurrent_runs: usize,
+    /// On SIGTERM or Ctrl-C, how long steps in flight may take to finish before they are
+    /// cut off and their runs let go to another process.
+    shutdown_grace_seconds: u64,
 }
 
 impl Default for EngineSection {
@@ -106,6 +109,7 @@ impl Default for EngineSection {
             lease_ttl_seconds: 30,
             poll_interval_ms: 250,
             max_concurrent_runs: 16,
+            shutdown_grace_seconds: 30,
         }
     }
 }
@@ -319,6 +323,7 @@ impl AppConfig {
             lease_ttl: Duration::from_secs(e.lease_ttl_seconds),
             poll_interval: Duration::from_millis(e.poll_interval_ms),
             max_concurrent_runs: e.max_concurrent_runs,
+            shutdown_grace: Duration::from_secs(e.shutdown_grace_seconds),
             ..EngineConfig::default()
         };
         let p = &file.parse;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use commands::{eval, export, fetch, index, pdf_worker, research, serve, sessions};
+use commands::{eval, export, fetch, index, pdf_worker, research, serve, sessions, worker};
 use fathom_data::format_timestamp_ms;
 use fathom_engine::store::{RunFilter, RunStatus, RunStore};
 
@@ -47,8 +47,11 @@ enum Command {
     /// Researches a question over a local corpus and writes a cited report.
     Research(research::ResearchArgs),
     /// Serves the workflows API (llama-compatible), SSE streams, the approval gate and the
-    /// Agent Data API over HTTP, and drives runs.
+    /// Agent Data API over HTTP, and drives runs (unless --no-worker).
     Serve(serve::ServeArgs),
+    /// Drives runs without serving the API, beside `fathom serve --no-worker` processes on
+    /// the same database (health probes on a side port).
+    Worker(worker::WorkerArgs),
     /// Carries on with a session: approves a waiting plan, or finishes interrupted work.
     Resume(research::ResumeArgs),
     /// Saved research sessions.
@@ -150,6 +153,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Research(args) => return research::research(&app, args).await,
         Command::Serve(args) => return serve::serve(&app, args).await,
+        Command::Worker(args) => return worker::worker(&app, args).await,
         Command::Fetch(args) => return fetch::fetch(&app, args).await,
         Command::Eval(args) => return eval::eval(&app, args).await,
         Command::Export(args) => return export::export(&app, args).await,

@@ -387,19 +387,32 @@ impl<S: Serialize + Clone> Ctx<S> {
 /// after the n-th journaled call of `<step>` has been stored, announcing it on stderr, so a
 /// test can SIGKILL it at a known point inside the step. `<step>:<label>` halts where the step
 /// calls [`Ctx::crash_point`] with that label instead (inside a call, before its result is
-/// stored). Unset, this costs one lookup.
+/// stored). With `FATHOM_CRASH_HOLD_MS=<ms>` as well, the step is held there that long and
+/// then goes on (a slow step, for shutdown tests). Unset, this costs one lookup.
 async fn crash_point(step: &str, at: &str) {
-    static TARGET: std::sync::OnceLock<Option<(String, String)>> = std::sync::OnceLock::new();
+    type Target = Option<(String, String, Option<u64>)>;
+    static TARGET: std::sync::OnceLock<Target> = std::sync::OnceLock::new();
     let target = TARGET.get_or_init(|| {
         let spec = std::env::var("FATHOM_CRASH_AT").ok()?;
         let (s, n) = spec.rsplit_once(':')?;
-        Some((s.to_string(), n.to_string()))
+        let hold = std::env::var("FATHOM_CRASH_HOLD_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok());
+        Some((s.to_string(), n.to_string(), hold))
     });
-    if let Some((s, n)) = target
+    if let Some((s, n, hold)) = target
         && s == step
         && n == at
     {
-        eprintln!("fathom: crash point {step}:{at} reached, halting");
-        std::future::pending::<()>().await;
+        match hold {
+            Some(ms) => {
+                eprintln!("fathom: crash point {step}:{at} reached, holding {ms} ms");
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+            }
+            None => {
+                eprintln!("fathom: crash point {step}:{at} reached, halting");
+                std::future::pending::<()>().await;
+            }
+        }
     }
 }

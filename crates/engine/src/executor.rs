@@ -30,6 +30,9 @@ pub struct EngineConfig {
     /// How often idle workers look for runnable runs made by other processes.
     pub poll_interval: Duration,
     pub max_concurrent_runs: usize,
+    /// On shutdown, how long steps in flight may take to finish before they are cut off;
+    /// either way their runs' leases are let go, so another process takes them at once.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for EngineConfig {
@@ -39,8 +42,17 @@ impl Default for EngineConfig {
             lease_ttl: Duration::from_secs(30),
             poll_interval: Duration::from_millis(250),
             max_concurrent_runs: 16,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
+}
+
+/// How a worker stopped: the runs it was driving when told to, and how many of them were
+/// still inside a step when the grace ran out (cut off; their step runs again elsewhere).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStopped {
+    pub in_flight: usize,
+    pub cut_off: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -62,6 +74,8 @@ pub struct Engine {
     /// Whether other processes' commits reach this one through [`Engine::announce`].
     relay_live: AtomicBool,
     poller_started: AtomicBool,
+    /// Turned on by a shutdown: drivers stop at their next step boundary and let go.
+    draining: watch::Sender<bool>,
 }
 
 impl Engine {
@@ -75,6 +89,7 @@ impl Engine {
             signals: Arc::new(Signals::default()),
             relay_live: AtomicBool::new(false),
             poller_started: AtomicBool::new(false),
+            draining: watch::channel(false).0,
         }
     }
 
@@ -132,6 +147,12 @@ impl Engine {
 
     fn notify(&self, run_id: &str) {
         self.signals.raise(run_id);
+    }
+
+    /// Tells this process's worker that there may be a run to claim (another process created
+    /// one, delivered a message, or let a lease go).
+    pub fn nudge(&self) {
+        self.wake.notify_one();
     }
 
     /// Creates a run with `start` as its first event. The run is driven by whichever worker
@@ -253,9 +274,13 @@ impl Engine {
         Ok(outcome)
     }
 
-    /// Drives runs until `shutdown` turns true. Frees this owner's leases from an earlier
-    /// incarnation first, so a restarted process carries on with its runs at once.
-    pub async fn run_worker(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+    /// Drives runs until `shutdown` turns true, then drains: claims nothing more, lets each
+    /// step in flight finish within [`EngineConfig::shutdown_grace`] (its run is let go at
+    /// the step boundary), cuts off what is still running after that, and lets go of every
+    /// lease this owner holds, so another process carries on at once instead of after lease
+    /// expiry. Frees this owner's leases from an earlier incarnation first, so a restarted
+    /// process carries on with its runs at once.
+    pub async fn run_worker(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) -> WorkerStopped {
         match self.store.release_owner(&self.config.owner).await {
             Ok(n) if n > 0 => {
                 info!(owner = %self.config.owner, runs = n, "took back runs after restart")
@@ -307,10 +332,38 @@ impl Engine {
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => saturated,
             };
         }
-        // Let runs in flight stop at their next step boundary; their leases expire or are
-        // taken back by the next incarnation.
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
+        self.draining.send_replace(true);
+        let in_flight = tasks.len();
+        let drained = tokio::time::timeout(self.config.shutdown_grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await
+        .is_ok();
+        if !drained {
+            warn!(
+                runs = tasks.len(),
+                grace_secs = self.config.shutdown_grace.as_secs_f64(),
+                "steps still running after the shutdown grace; cutting them off"
+            );
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        // Whatever is still leased here (steps cut off) goes now; the fence moves, so a
+        // write from a step that was cut off could not land anyway.
+        let cut_off = match self.store.release_owner(&self.config.owner).await {
+            Ok(n) => n,
+            Err(e) => {
+                warn!(error = %e, "could not let go of leases at shutdown");
+                0
+            }
+        };
+        info!(in_flight, cut_off, "worker stopped; runs let go");
+        WorkerStopped { in_flight, cut_off }
+    }
+
+    /// Whether this process is shutting down (drivers let go at their next step boundary).
+    pub fn is_draining(&self) -> bool {
+        *self.draining.borrow()
     }
 
     /// Drives one run in this process until it finishes, parks at a wait, or is found leased
@@ -414,9 +467,14 @@ impl Engine {
             .deadline_at
             .map(|at| Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64));
         let mut inbox = Inbox::default();
+        let mut draining = self.draining.subscribe();
         loop {
             if *lost.borrow() {
                 return Ok(false);
+            }
+            if *draining.borrow_and_update() {
+                debug!(run = %run.id, "shutting down; letting the run go");
+                return Ok(true);
             }
             if run.status != RunStatus::Running {
                 return Ok(true);
@@ -545,6 +603,7 @@ impl Engine {
                         tokio::select! {
                             _ = tokio::time::sleep(retry.backoff(attempt + 1)) => {}
                             _ = lost_wait.wait_for(|l| *l) => return Ok(false),
+                            _ = draining.wait_for(|d| *d) => return Ok(true),
                         }
                     } else {
                         warn!(run = %run.id, step, attempt, error = %msg, "step failed; run failed");

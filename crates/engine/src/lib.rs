@@ -73,7 +73,7 @@ pub use event::{
     Envelope, Event, ExceptionInfo, StopEvent, WorkflowCancelledEvent, WorkflowFailedEvent,
     WorkflowTimedOutEvent,
 };
-pub use executor::{Engine, EngineConfig, StartOptions};
+pub use executor::{Engine, EngineConfig, StartOptions, WorkerStopped};
 pub use follow::Follower;
 pub use signal::RunWatch;
 pub use workflow::{

@@ -77,6 +77,9 @@ pub struct AppState {
     /// Fetched documents and reports, served at `/artifacts/{file_id}`.
     pub artifacts: Arc<dyn ArtifactStore>,
     pub config: ServerConfig,
+    /// Turned on when the server shuts down: open event streams end, so their clients
+    /// reconnect (with `Last-Event-ID`) to a server that stays.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl AppState {
@@ -104,8 +107,26 @@ impl AppState {
             collections,
             artifacts,
             config,
+            closing: tokio::sync::watch::channel(false).0,
         }))
     }
+
+    /// Ends every open event stream (at shutdown), and any opened from now on.
+    pub fn close_streams(&self) {
+        self.closing.send_replace(true);
+    }
+
+    pub(crate) fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+}
+
+/// What a process that serves no API (`fathom worker`) answers on its side port: the health
+/// routes, so an orchestrator can probe it.
+pub fn health_router(state: Arc<AppState>) -> Router {
+    routes::root_health()
+        .fallback(routes::not_found)
+        .with_state(state)
 }
 
 /// The whole HTTP application.

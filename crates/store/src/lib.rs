@@ -43,24 +43,39 @@ pub struct SqlStore {
     stats: Arc<StoreStats>,
     /// The connection URL, for the change listener (Postgres).
     url: Arc<str>,
+    /// Tags this process's work announcements, so its own listener skips them.
+    origin: Arc<str>,
 }
 
 /// The channel stream changes are announced on.
 pub(crate) const CHANGES_CHANNEL: &str = "fathom_run_events";
+/// The channel that tells workers there may be a run to claim (a run created, a message
+/// delivered, a lease let go); the payload is the announcing process's origin tag.
+pub(crate) const WORK_CHANNEL: &str = "fathom_work";
 
 /// Listens until the connection fails; `listening` tells whether it got that far.
-async fn listen(url: &str, engine: &fathom_engine::Engine, listening: &mut bool) -> sqlx::Error {
+async fn listen(
+    url: &str,
+    origin: &str,
+    engine: &fathom_engine::Engine,
+    listening: &mut bool,
+) -> sqlx::Error {
     let mut listener = match sqlx::postgres::PgListener::connect(url).await {
         Ok(l) => l,
         Err(e) => return e,
     };
-    if let Err(e) = listener.listen(CHANGES_CHANNEL).await {
+    if let Err(e) = listener.listen_all([CHANGES_CHANNEL, WORK_CHANNEL]).await {
         return e;
     }
     *listening = true;
     engine.set_relay_live(true);
     loop {
         match listener.recv().await {
+            Ok(n) if n.channel() == WORK_CHANNEL => {
+                if n.payload() != origin {
+                    engine.nudge();
+                }
+            }
             Ok(n) => engine.announce(n.payload()),
             Err(e) => return e,
         }
@@ -195,6 +210,7 @@ impl SqlStore {
             dialect,
             stats: Arc::new(StoreStats::default()),
             url: Arc::from(target.url.as_str()),
+            origin: Arc::from(fathom_engine::new_id().as_str()),
         })
     }
 
@@ -206,10 +222,26 @@ impl SqlStore {
         &self.stats
     }
 
+    /// A SQL expression that tells other processes' workers, when the statement commits,
+    /// that there may be a run to claim: for a `RETURNING` or select list on Postgres
+    /// (None on SQLite, whose workers poll). The origin tag is our own id, safe as a literal.
+    pub(crate) fn work_notice(&self) -> Option<String> {
+        (self.dialect == Dialect::Postgres)
+            .then(|| format!("pg_notify('{WORK_CHANNEL}', '{}')", self.origin))
+    }
+
+    /// [`SqlStore::work_notice`] as a `RETURNING` clause for an UPDATE, or nothing.
+    pub(crate) fn returning_work_notice(&self) -> String {
+        self.work_notice()
+            .map(|n| format!(" RETURNING {n}"))
+            .unwrap_or_default()
+    }
+
     /// Relays other processes' changes to `engine`'s readers as they commit (LISTEN/NOTIFY
     /// on Postgres), and tells the engine while the relay is live so that nothing polls;
-    /// reconnects with backoff when the connection drops. None on SQLite, which relays
-    /// nothing (the engine's poller looks for changes instead).
+    /// reconnects with backoff when the connection drops. Wakes the engine's worker when
+    /// another process makes work ([`WORK_CHANNEL`]). None on SQLite, which relays nothing
+    /// (the engine's poller looks for changes, and its worker for runs, instead).
     pub fn relay_changes(
         &self,
         engine: Arc<fathom_engine::Engine>,
@@ -218,11 +250,12 @@ impl SqlStore {
             return None;
         }
         let url = self.url.clone();
+        let origin = self.origin.clone();
         Some(tokio::spawn(async move {
             let mut backoff = Duration::from_millis(250);
             loop {
                 let mut listening = false;
-                let e = listen(&url, &engine, &mut listening).await;
+                let e = listen(&url, &origin, &engine, &mut listening).await;
                 engine.set_relay_live(false);
                 tracing::warn!(error = %e, "change listener lost; reconnecting");
                 // A listener that worked starts its retries afresh.

@@ -193,7 +193,8 @@ impl RunStore for SqlStore {
         let sql = match self.dialect {
             Dialect::Postgres => format!(
                 "WITH r AS ({insert_run}), i AS (INSERT INTO run_inbox (run_id, event_type, \
-                 payload, created_at) SELECT id, $6, $7, $5 FROM r) SELECT * FROM r"
+                 payload, created_at) SELECT id, $6, $7, $5 FROM r) SELECT *, {notice} FROM r",
+                notice = self.work_notice().unwrap_or_default()
             ),
             Dialect::Sqlite => format!(
                 "{insert_run};\nINSERT INTO run_inbox (run_id, event_type, payload, created_at) \
@@ -358,10 +359,11 @@ impl RunStore for SqlStore {
     }
 
     async fn release_lease(&self, lease: &Lease) -> StoreResult<()> {
-        sqlx::query(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL \
-             WHERE id = $1 AND lease_owner = $2 AND fence = $3",
-        )
+             WHERE id = $1 AND lease_owner = $2 AND fence = $3{}",
+            self.returning_work_notice()
+        )))
         .bind(&lease.run_id)
         .bind(&lease.owner)
         .bind(lease.fence)
@@ -373,10 +375,11 @@ impl RunStore for SqlStore {
     }
 
     async fn release_owner(&self, owner: &str) -> StoreResult<u64> {
-        let done = sqlx::query(
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, fence = fence + 1 \
-             WHERE lease_owner = $1",
-        )
+             WHERE lease_owner = $1{}",
+            self.returning_work_notice()
+        )))
         .bind(owner)
         .execute(&self.pool)
         .await
@@ -535,12 +538,13 @@ impl RunStore for SqlStore {
             .unwrap_or_else(|| format!("auto:{}", uuid::Uuid::new_v4().simple()));
         let mut tx = self.begin_write().await?;
         // Touching the run row first serialises this delivery with a concurrent suspend.
-        let woke = sqlx::query(
+        let woke = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET mailbox_seq = mailbox_seq + 1, \
              status = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN 'running' ELSE status END, \
              waiting_for = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN NULL ELSE waiting_for END, \
-             updated_at = $2 WHERE id = $3 AND status IN ('running', 'waiting')",
-        )
+             updated_at = $2 WHERE id = $3 AND status IN ('running', 'waiting'){}",
+            self.returning_work_notice()
+        )))
         .bind(&message.event_type)
         .bind(now)
         .bind(run_id)

@@ -28,6 +28,7 @@ async fn main() -> anyhow::Result<()> {
                 lease_ttl: Duration::from_secs(5),
                 poll_interval: Duration::from_millis(50),
                 max_concurrent_runs: 4,
+                ..Default::default()
             },
         )
         .register(crash_workflow(pool)),

@@ -8,3 +8,4 @@ pub mod pdf_worker;
 pub mod research;
 pub mod serve;
 pub mod sessions;
+pub mod worker;

@@ -1,23 +1,28 @@
-//! `fathom serve`: the HTTP API and a worker that drives runs, over one store.
+//! `fathom serve`: the HTTP API and (unless `--no-worker`) a worker that drives runs, over
+//! one store; and what `fathom worker` shares with it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::future::IntoFuture as _;
+use std::sync::Arc;
+
 use anyhow::Context as _;
 use fathom_data::CollectionScope;
+use fathom_engine::{Engine, WorkerStopped};
+use fathom_research::Research;
 use fathom_server::{AppState, Deployment, ServerConfig};
+use fathom_store::SqlStore;
 use tokio::sync::watch;
 
 use crate::app::App;
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// Folder of documents the research workflow searches (set on the server, never by a
-    /// request); default: `research.corpus` in the config.
-    #[arg(long, env = "FATHOM_CORPUS")]
-    corpus: Option<PathBuf>,
+    #[command(flatten)]
+    runs: RunsArgs,
     #[arg(long, env = "FATHOM_HOST", default_value = "127.0.0.1")]
     host: String,
     /// Port to listen on; 0 picks a free one (the address is printed).
@@ -43,13 +48,68 @@ pub struct ServeArgs {
     /// Seconds of silence after which an SSE stream gets a heartbeat comment.
     #[arg(long, default_value_t = 25)]
     heartbeat_secs: u64,
-    /// Lease owner id of this process. Keep it stable across restarts so a restarted server
-    /// takes its runs back at once (default: derived from host name and port).
+    /// Serve the API only and drive no runs: `fathom worker` processes on the same database
+    /// drive them.
+    #[arg(long, env = "FATHOM_NO_WORKER")]
+    no_worker: bool,
+}
+
+/// How a process that drives runs does so (`fathom serve` and `fathom worker`).
+#[derive(clap::Args)]
+pub struct RunsArgs {
+    /// Folder of documents the research workflow searches (set on the server, never by a
+    /// request); default: `research.corpus` in the config.
+    #[arg(long, env = "FATHOM_CORPUS")]
+    corpus: Option<PathBuf>,
+    /// Lease owner id of this process. Keep it stable across restarts so a restarted process
+    /// takes its runs back at once, and distinct between processes (default: derived from
+    /// the host name and port).
     #[arg(long, env = "FATHOM_WORKER_ID")]
     worker_id: Option<String>,
     /// Runs driven at once by this process (default: `engine.max_concurrent_runs`).
     #[arg(long)]
     max_concurrent_runs: Option<usize>,
+    /// On SIGTERM or Ctrl-C, seconds a step in flight may take to finish before it is cut
+    /// off; its run is then let go to another process at once (default:
+    /// `engine.shutdown_grace_seconds`).
+    #[arg(long, env = "FATHOM_SHUTDOWN_GRACE_SECS")]
+    shutdown_grace_secs: Option<u64>,
+}
+
+/// The store, and research on it, as a process that serves or drives runs opens them.
+pub struct Host {
+    pub store: Arc<SqlStore>,
+    pub research: Research,
+}
+
+impl Host {
+    /// Connects, opens the corpus, and wires research with this process's engine settings;
+    /// `default_owner` is the lease owner id unless `--worker-id` names one.
+    pub async fn open(app: &App, args: &RunsArgs, default_owner: String) -> anyhow::Result<Host> {
+        let store = app.connect().await?;
+        let corpus_dir = args
+            .corpus
+            .clone()
+            .or_else(|| app.config.corpus.clone())
+            .context(
+                "no corpus to research in: pass --corpus DIR or set research.corpus in the config",
+            )?;
+        let corpus = app.open_corpus(&corpus_dir, false).await?;
+        let owner = args.worker_id.clone().unwrap_or(default_owner);
+        let mut engine_config = app.engine_config(owner);
+        if let Some(n) = args.max_concurrent_runs {
+            engine_config.max_concurrent_runs = n.max(1);
+        }
+        if let Some(secs) = args.shutdown_grace_secs {
+            engine_config.shutdown_grace = Duration::from_secs(secs);
+        }
+        let research = app.research(store.clone(), corpus, engine_config)?;
+        Ok(Host { store, research })
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.research.engine
+    }
 }
 
 fn load_deployment(given: Option<&Path>) -> anyhow::Result<Deployment> {
@@ -58,7 +118,7 @@ fn load_deployment(given: Option<&Path>) -> anyhow::Result<Deployment> {
     Ok(Deployment::load(path)?)
 }
 
-fn host_name() -> String {
+pub fn host_name() -> String {
     std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|h| h.trim().to_string())
@@ -71,28 +131,16 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .with_context(|| format!("'{}' is not an IP address to listen on", args.host))?;
-    let store = app.connect().await?;
-    let corpus_dir = args
-        .corpus
-        .clone()
-        .or_else(|| app.config.corpus.clone())
-        .context(
-            "no corpus to research in: pass --corpus DIR or set research.corpus in the config",
-        )?;
-    let corpus = app.open_corpus(&corpus_dir, false).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
-    let owner = args
-        .worker_id
-        .clone()
-        .unwrap_or_else(|| format!("serve-{}-{}", host_name(), bound.port()));
-    let mut engine_config = app.engine_config(owner);
-    if let Some(n) = args.max_concurrent_runs {
-        engine_config.max_concurrent_runs = n.max(1);
-    }
-    let research = app.research(store.clone(), corpus, engine_config)?;
+    let host = Host::open(
+        app,
+        &args.runs,
+        format!("serve-{}-{}", host_name(), bound.port()),
+    )
+    .await?;
     let server_config = ServerConfig {
         api_key: args.api_key.clone().filter(|k| !k.is_empty()),
         cors_origins: args.cors_origins.clone(),
@@ -105,20 +153,18 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
         ..ServerConfig::new(deployment.clone())
     };
     let state = AppState::new(
-        research.engine.clone(),
-        store.clone(),
-        store.clone(),
+        host.engine().clone(),
+        host.store.clone(),
+        host.store.clone(),
         server_config,
     )?;
-    let app = fathom_server::router(state);
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let worker = tokio::spawn(research.engine.clone().run_worker(stop_rx.clone()));
-    // On Postgres, runs driven by other `fathom serve` processes reach this one's streams
-    // as soon as they commit (LISTEN/NOTIFY), not at the next poll.
-    let listener_task = store.relay_changes(research.engine.clone());
+    let router = fathom_server::router(state.clone());
+    let worker = (!args.no_worker).then(|| Worker::start(&host));
+    // On Postgres, runs driven by other processes reach this one's streams as soon as they
+    // commit, and work they make reaches this one's worker (LISTEN/NOTIFY).
+    let relay = host.store.relay_changes(host.engine().clone());
     println!(
-        "fathom: serving deployment '{}' ({}) on http://{bound}{}",
+        "fathom: serving deployment '{}' ({}) on http://{bound}{}{}",
         deployment.name,
         deployment
             .workflows
@@ -130,28 +176,82 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
             " (API key required)"
         } else {
             ""
+        },
+        if worker.is_none() {
+            " (no worker: runs are driven by `fathom worker` processes)"
+        } else {
+            ""
         }
     );
-    let mut shutdown = stop_rx.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = shutdown_signal() => {}
-                _ = shutdown.changed() => {}
-            }
-        })
-        .await
-        .context("server failed")?;
-    let _ = stop_tx.send(true);
-    let _ = worker.await;
-    if let Some(t) = listener_task {
+    let (closed_tx, mut closed_rx) = watch::channel(false);
+    let server = tokio::spawn(
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = closed_rx.wait_for(|c| *c).await;
+            })
+            .into_future(),
+    );
+    shutdown_signal().await;
+    eprintln!("fathom: shutting down: new requests refused, open streams closed");
+    // Streams end first so their clients reconnect to a server that stays; the worker
+    // meanwhile finishes its steps in flight and lets their runs go.
+    state.close_streams();
+    let _ = closed_tx.send(true);
+    if let Some(worker) = worker {
+        worker.stop().await;
+    }
+    // Requests still running get a little time; the process does not wait on them forever.
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(Err(e))) => eprintln!("fathom: server error while stopping: {e}"),
+        Ok(_) => {}
+        Err(_) => eprintln!("fathom: requests still open after 5s; stopping anyway"),
+    }
+    if let Some(t) = relay {
         t.abort();
     }
     eprintln!("fathom: stopped");
     Ok(ExitCode::SUCCESS)
 }
 
-async fn shutdown_signal() {
+/// A worker driving runs in this process, stopped with a drain.
+pub struct Worker {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<WorkerStopped>,
+    grace: Duration,
+}
+
+impl Worker {
+    pub fn start(host: &Host) -> Worker {
+        let (stop, stop_rx) = watch::channel(false);
+        let engine = host.engine().clone();
+        let grace = engine.config().shutdown_grace;
+        Worker {
+            stop,
+            task: tokio::spawn(engine.run_worker(stop_rx)),
+            grace,
+        }
+    }
+
+    /// Claims nothing more, lets steps in flight finish within the grace, and lets go of
+    /// every run this process held, saying so on stderr.
+    pub async fn stop(self) {
+        eprintln!(
+            "fathom: finishing steps in flight (up to {}s) before letting their runs go",
+            self.grace.as_secs_f64()
+        );
+        let _ = self.stop.send(true);
+        match self.task.await {
+            Ok(WorkerStopped { in_flight, cut_off }) => eprintln!(
+                "fathom: worker stopped: {in_flight} run(s) were in flight, {cut_off} cut off \
+                 mid-step; all let go"
+            ),
+            Err(e) => eprintln!("fathom: worker ended abnormally: {e}"),
+        }
+    }
+}
+
+/// SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,

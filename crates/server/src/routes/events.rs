@@ -117,15 +117,17 @@ pub async fn stream_events(
     }
 }
 
-/// Sends run `id`'s events after `after` into `tx` until the stop event, the run's end, or the
-/// client going away.
+/// Sends run `id`'s events after `after` into `tx` until the stop event, the run's end, the
+/// client going away, or the server shutting down.
 async fn follow(state: AppRef, id: String, after: i64, tx: mpsc::Sender<StoredEvent>) {
     let mut follower = state.engine.follow(&id, after);
+    let mut closing = state.closing();
     // Bounded by the run's stream; each pass hands one event on.
     loop {
         let next = tokio::select! {
             next = follower.next() => next,
             _ = tx.closed() => return,
+            _ = closing.wait_for(|c| *c) => return,
         };
         match next {
             Ok(Some(ev)) => {
