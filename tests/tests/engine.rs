@@ -9,12 +9,12 @@ use fathom_e2e::wait_for_run;
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_engine::{
     Ctx, Engine, EngineConfig, EngineError, ErasedWorkflow, RetryPolicy, StartOptions, StepError,
-    StepOptions, Workflow, impl_event,
+    StepOptions, Stored, Workflow, impl_event,
 };
 use fathom_store::Dialect;
 use fathom_testkit::db::{TestDb, fresh};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Ask {
@@ -569,6 +569,173 @@ impl AsRefStore for fathom_store::SqlStore {
     }
 }
 
+/// Version 1 of a workflow: it drafts a title, looks something up (journaled), and waits.
+mod v1 {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+    pub struct St {
+        pub rounds: u32,
+    }
+    #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+    pub struct Drafted {
+        pub title: String,
+    }
+    impl_event!(Drafted, "Drafted");
+
+    pub fn workflow() -> Arc<dyn ErasedWorkflow> {
+        Workflow::<St>::new::<Ask>("versioned")
+            .accepts_external::<ApproveEvent>()
+            .step("draft", |ctx: Ctx<St>, ask: Ask| async move {
+                ctx.edit_state(|s| s.rounds += 1);
+                ctx.send(Drafted {
+                    title: ask.question,
+                })
+            })
+            .step("await_approval", |ctx: Ctx<St>, d: Drafted| async move {
+                let hits: Value = ctx
+                    .run("lookup", || async { Ok::<_, String>(json!({"hits": 3})) })
+                    .await?;
+                ctx.wait_for::<ApproveEvent>().await?;
+                ctx.stop(&Answer {
+                    text: format!("{} {hits}", d.title),
+                    rounds: ctx.state().rounds,
+                })
+            })
+            .build()
+    }
+}
+
+/// Version 2 stores differently (a state field, a step event's field and a journaled
+/// result's shape changed) and says how version 1's forms read in it.
+mod v2 {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+    pub struct St {
+        pub attempts: u32,
+    }
+    #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+    pub struct Drafted {
+        pub heading: String,
+    }
+    impl_event!(Drafted, "Drafted");
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct Lookup {
+        pub hits: Vec<u32>,
+    }
+
+    pub fn workflow(lookups: Arc<AtomicU32>) -> Arc<dyn ErasedWorkflow> {
+        Workflow::<St>::new::<Ask>("versioned")
+            .accepts_external::<ApproveEvent>()
+            .stored_format(2, |from, what, mut value| {
+                assert_eq!(from, 1);
+                let rename = |v: &mut Value, old: &str, new: &str| {
+                    let moved = v
+                        .as_object_mut()
+                        .and_then(|o| o.remove(old))
+                        .ok_or_else(|| format!("no '{old}' in {v}"))?;
+                    v[new] = moved;
+                    Ok::<_, String>(())
+                };
+                match what {
+                    Stored::State => rename(&mut value, "rounds", "attempts")?,
+                    Stored::StepEvent("Drafted") => rename(&mut value, "title", "heading")?,
+                    Stored::CallResult("lookup") => value["hits"] = json!([value["hits"]]),
+                    _ => {}
+                }
+                Ok(value)
+            })
+            .step("draft", |ctx: Ctx<St>, ask: Ask| async move {
+                ctx.edit_state(|s| s.attempts += 1);
+                ctx.send(Drafted {
+                    heading: ask.question,
+                })
+            })
+            .step("await_approval", move |ctx: Ctx<St>, d: Drafted| {
+                let lookups = lookups.clone();
+                async move {
+                    let found: Lookup = ctx
+                        .run("lookup", || async move {
+                            lookups.fetch_add(1, Ordering::SeqCst);
+                            Ok::<_, String>(Lookup { hits: vec![9, 9] })
+                        })
+                        .await?;
+                    ctx.wait_for::<ApproveEvent>().await?;
+                    ctx.stop(&Answer {
+                        text: format!("{} {:?}", d.heading, found.hits),
+                        rounds: ctx.state().attempts,
+                    })
+                }
+            })
+            .build()
+    }
+}
+
+/// A run parked by version 1 (state, a pending step event and a journaled result in its
+/// forms) completes under version 2: upgraded whole when claimed, the journaled call not made
+/// again. A run version 2 started is left alone by a version 1 process, which says why.
+async fn a_run_stored_by_an_older_version_is_upgraded(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let old = engine(&db, "old", v1::workflow());
+    let run = old
+        .start(
+            "versioned",
+            json!({"question": "tides"}),
+            StartOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(old.drive_run(&run.id).await.unwrap(), RunStatus::Waiting);
+    assert_eq!(run.format, 1);
+    drop(old);
+
+    let lookups = Arc::new(AtomicU32::new(0));
+    let new = engine(&db, "new", v2::workflow(lookups.clone()));
+    new.send(&run.id, "ApproveEvent", json!({"approved": true}), None)
+        .await
+        .unwrap();
+    assert_eq!(new.drive_run(&run.id).await.unwrap(), RunStatus::Completed);
+    let done = db.store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(done.format, 2);
+    assert_eq!(done.state, json!({"attempts": 1}));
+    assert_eq!(
+        done.result.unwrap().value,
+        json!({"text": "tides [3]", "rounds": 1}),
+        "the old journaled result, upgraded, not a new call"
+    );
+    assert_eq!(lookups.load(Ordering::SeqCst), 0);
+
+    // During a deploy the old version meets a run the new one started: it leaves it.
+    let newer = new
+        .start(
+            "versioned",
+            json!({"question": "moon"}),
+            StartOptions::default(),
+        )
+        .await
+        .unwrap();
+    let old = engine(&db, "old", v1::workflow());
+    let refused = old.drive_run(&newer.id).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            EngineError::NewerFormat {
+                format: 2,
+                supported: 1,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    let untouched = db.store.get_run(&newer.id).await.unwrap().unwrap();
+    assert_eq!(
+        (untouched.state, untouched.next_seq),
+        (json!({"attempts": 0}), 0)
+    );
+    assert_eq!(new.drive_run(&newer.id).await.unwrap(), RunStatus::Waiting);
+}
+
 macro_rules! both {
     ($($case:ident),*) => {
         mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Sqlite).await })* }
@@ -576,6 +743,7 @@ macro_rules! both {
     };
 }
 both!(
+    a_run_stored_by_an_older_version_is_upgraded,
     approval_survives_restart_and_rejection_replans,
     a_reader_follows_a_run_another_process_drives,
     early_approval_and_bad_events,

@@ -101,6 +101,16 @@ pub enum EngineError {
     RunExists(String),
     #[error("run already {0}")]
     RunTerminal(&'static str),
+    /// The run's rows are in a stored format newer than this binary reads: a newer version
+    /// of Fathom must drive it.
+    #[error(
+        "run '{run}' was stored by a newer version of Fathom (format {format}; this one reads up to {supported})"
+    )]
+    NewerFormat {
+        run: String,
+        format: u32,
+        supported: u32,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -1,6 +1,6 @@
 //! The executor: claims runs through leases and drives them step by step.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,9 +17,9 @@ use crate::event::{
 use crate::signal::Signals;
 use crate::store::{
     CancelOutcome, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent, RunRecord, RunStatus,
-    RunStore, StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
+    RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
 };
-use crate::workflow::{ErasedWorkflow, StartRefusal};
+use crate::workflow::{ErasedWorkflow, StartRefusal, Stored};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -76,6 +76,8 @@ pub struct Engine {
     poller_started: AtomicBool,
     /// Turned on by a shutdown: drivers stop at their next step boundary and let go.
     draining: watch::Sender<bool>,
+    /// Runs stored in a format newer than this binary reads: left to a newer process.
+    newer: Mutex<HashSet<String>>,
 }
 
 impl Engine {
@@ -90,6 +92,7 @@ impl Engine {
             relay_live: AtomicBool::new(false),
             poller_started: AtomicBool::new(false),
             draining: watch::channel(false).0,
+            newer: Mutex::new(HashSet::new()),
         }
     }
 
@@ -194,6 +197,7 @@ impl Engine {
                 start_type: wf.start_type().to_string(),
                 start_payload: start,
                 deadline_at: timeout.map(|t| now_ms() + t.as_millis() as i64),
+                format: wf.format(),
             })
             .await
             .map_err(|e| match e {
@@ -301,7 +305,8 @@ impl Engine {
             while tasks.try_join_next().is_some() {}
             if look {
                 while tasks.len() < self.config.max_concurrent_runs {
-                    let exclude: Vec<String> = self.active_runs();
+                    let mut exclude: Vec<String> = self.active_runs();
+                    exclude.extend(self.lock_newer().iter().cloned());
                     match self
                         .store
                         .claim_next(&self.config.owner, self.lease_ttl_ms(), &exclude)
@@ -383,6 +388,15 @@ impl Engine {
                     let lost = self.activate(run_id);
                     self.drive(run, lease, lost).await;
                     self.lock_active().remove(run_id);
+                    if self.lock_newer().contains(run_id) {
+                        let run = self.store.get_run(run_id).await?;
+                        let wf = run.as_ref().and_then(|r| self.workflows.get(&r.workflow));
+                        return Err(EngineError::NewerFormat {
+                            run: run_id.to_string(),
+                            format: run.as_ref().map_or(0, |r| r.format),
+                            supported: wf.map_or(0, |w| w.format()),
+                        });
+                    }
                 }
                 None => {
                     let run = self
@@ -410,6 +424,10 @@ impl Engine {
         (lost_tx, lost_rx)
     }
 
+    fn lock_newer(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.newer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn active_runs(&self) -> Vec<String> {
         self.lock_active().keys().cloned().collect()
     }
@@ -430,6 +448,27 @@ impl Engine {
             warn!(run = %run.id, workflow = %run.workflow, "claimed a run of an unknown workflow");
             let _ = self.store.release_lease(&lease).await;
             return;
+        };
+        if run.format > wf.format() {
+            // Written by a newer version during a deploy: a process of that version drives it.
+            warn!(run = %run.id, format = run.format, reads_up_to = wf.format(),
+                  "run stored in a newer format; leaving it to a newer process");
+            self.lock_newer().insert(run.id.clone());
+            let _ = self.store.release_lease(&lease).await;
+            return;
+        }
+        let run = if run.format < wf.format() {
+            match self.upgrade(&wf, run, &lease).await {
+                Ok(Some(run)) => run,
+                Ok(None) => return,
+                Err(e) => {
+                    warn!(run = %lease.run_id, error = %e, "could not upgrade run");
+                    let _ = self.store.release_lease(&lease).await;
+                    return;
+                }
+            }
+        } else {
+            run
         };
         let heartbeat = tokio::spawn(heartbeat(
             self.store.clone(),
@@ -613,6 +652,65 @@ impl Engine {
                         return Ok(false);
                     }
                 }
+            }
+        }
+    }
+
+    /// Rewrites a run stored in an older format in the workflow's current one: its state, its
+    /// pending step events and their journaled results, in one fenced write. A value the
+    /// workflow cannot upgrade fails the run, saying why. None: the run has ended.
+    async fn upgrade(
+        &self,
+        wf: &Arc<dyn ErasedWorkflow>,
+        mut run: RunRecord,
+        lease: &Lease,
+    ) -> Result<Option<RunRecord>, StoreError> {
+        let from = run.format;
+        let pending = self.store.pending_events(&run.id, 10_000).await?;
+        let scopes: Vec<i64> = pending.iter().map(|p| p.id).collect();
+        let journal = self.store.journal_entries(&run.id, &scopes).await?;
+        let upgraded = (|| {
+            let state = wf.upgrade(from, Stored::State, run.state.clone())?;
+            let inbox = pending
+                .into_iter()
+                .map(|p| {
+                    Ok((
+                        p.id,
+                        wf.upgrade(from, Stored::StepEvent(&p.event_type), p.payload)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let journal = journal
+                .into_iter()
+                .map(|(scope, key, v)| {
+                    let v = wf.upgrade(from, Stored::CallResult(&key), v)?;
+                    Ok((scope, key, v))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok::<_, String>(RunUpgrade {
+                format: wf.format(),
+                state,
+                inbox,
+                journal,
+            })
+        })();
+        match upgraded {
+            Ok(upgrade) => {
+                self.store.upgrade_run(lease, &upgrade).await?;
+                info!(run = %run.id, from, to = upgrade.format, "run upgraded to the current stored format");
+                run.state = upgrade.state;
+                run.format = upgrade.format;
+                Ok(Some(run))
+            }
+            Err(why) => {
+                let msg = format!(
+                    "the run was stored in format {from} and cannot be read in format {}: {why}",
+                    wf.format()
+                );
+                warn!(run = %run.id, error = %msg, "run cannot be upgraded; failing it");
+                self.fail_run(lease, &run, "upgrade", &msg, 1, 0.0).await?;
+                self.notify(&run.id);
+                Ok(None)
             }
         }
     }

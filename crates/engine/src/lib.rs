@@ -78,7 +78,7 @@ pub use follow::Follower;
 pub use signal::RunWatch;
 pub use workflow::{
     BoxFuture, Either, Emits, ErasedWorkflow, EventInfo, EventRole, RetryPolicy, StartRefusal,
-    StepOptions, Stop, Workflow, WorkflowState,
+    StepOptions, Stop, Stored, Upgrade, Workflow, WorkflowState,
 };
 
 /// A new 10-character id from the URL-safe alphabet, like the handler ids of the Python

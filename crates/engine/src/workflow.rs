@@ -222,6 +222,23 @@ impl Default for StepOptions {
     }
 }
 
+/// A stored value of a run written in an older stored format, as handed to the workflow's
+/// upgrade to be rewritten in the current one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored<'a> {
+    /// The run's state.
+    State,
+    /// A pending event sent to a step, of this type.
+    StepEvent(&'a str),
+    /// A journaled call's result, under this key.
+    CallResult(&'a str),
+}
+
+/// Rewrites one stored value from format `from` (older than the workflow's) to the current
+/// form. Stream events and external events are not passed: they are the public contract and
+/// change only compatibly.
+pub type Upgrade = Arc<dyn Fn(u32, Stored<'_>, Value) -> Result<Value, String> + Send + Sync>;
+
 /// A workflow: a start event type, steps keyed by the event type each accepts, and the external
 /// event types it may wait for.
 pub struct Workflow<S: WorkflowState> {
@@ -236,6 +253,9 @@ pub struct Workflow<S: WorkflowState> {
     events: Vec<EventInfo>,
     /// (step, event type it emits): the graph's step-to-event edges.
     emits: Vec<(&'static str, &'static str)>,
+    /// The version of the stored forms this definition writes, and how older ones are read.
+    format: u32,
+    upgrade: Option<Upgrade>,
 }
 
 impl<S: WorkflowState> Workflow<S> {
@@ -252,7 +272,25 @@ impl<S: WorkflowState> Workflow<S> {
             run_timeout: None,
             events: vec![event_info::<Start>(EventRole::Start)],
             emits: Vec::new(),
+            format: 1,
+            upgrade: None,
         }
+    }
+
+    /// Declares that this definition stores its state, step events and journaled results in
+    /// version `format` (from 1, the default), and how a value stored by an older version is
+    /// brought to this one. A run of an older format is upgraded whole when a process of
+    /// this version claims it; a process of an older version leaves a run of a newer format
+    /// alone, so versions can run side by side during a deploy.
+    pub fn stored_format(
+        mut self,
+        format: u32,
+        upgrade: impl Fn(u32, Stored<'_>, Value) -> Result<Value, String> + Send + Sync + 'static,
+    ) -> Self {
+        assert!(format >= 1, "stored formats count from 1");
+        self.format = format;
+        self.upgrade = Some(Arc::new(upgrade));
+        self
     }
 
     /// Adds a rule start events must meet beyond decoding (checked before a run is created).
@@ -415,6 +453,10 @@ pub trait ErasedWorkflow: Send + Sync + 'static {
     /// (step, event type) pairs: which step emits which event.
     fn emits(&self) -> &[(&'static str, &'static str)];
     fn run_timeout(&self) -> Option<Duration>;
+    /// The version of the stored forms this definition writes.
+    fn format(&self) -> u32;
+    /// Brings a value stored in format `from` to [`Self::format`].
+    fn upgrade(&self, from: u32, what: Stored<'_>, value: Value) -> Result<Value, String>;
     /// The step accepting `event_type`: (name, timeout, retry).
     fn step_for(&self, event_type: &str) -> Option<(&'static str, Duration, RetryPolicy)>;
     /// Runs the step accepting `event_type` against `state`; returns what it produced.
@@ -430,6 +472,15 @@ pub trait ErasedWorkflow: Send + Sync + 'static {
 impl<S: WorkflowState> ErasedWorkflow for Workflow<S> {
     fn name(&self) -> &str {
         &self.name
+    }
+    fn format(&self) -> u32 {
+        self.format
+    }
+    fn upgrade(&self, from: u32, what: Stored<'_>, value: Value) -> Result<Value, String> {
+        match &self.upgrade {
+            Some(upgrade) if from < self.format => upgrade(from, what, value),
+            _ => Ok(value),
+        }
     }
     fn start_type(&self) -> &'static str {
         self.start_type

@@ -106,6 +106,7 @@ impl From<EngineError> for ApiError {
                 ApiError::conflict(format!("Handler {id} already exists"))
             }
             EngineError::RunTerminal(_) => ApiError::conflict("Workflow already completed"),
+            e @ EngineError::NewerFormat { .. } => ApiError::conflict(e.to_string()),
             EngineError::Store(e) => e.into(),
         }
     }

@@ -2,8 +2,8 @@ use async_trait::async_trait;
 use fathom_engine::Envelope;
 use fathom_engine::store::{
     CancelOutcome, Committed, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent,
-    RunFilter, RunHead, RunRecord, RunStatus, RunStore, StepCommit, StoreError, StoreResult,
-    StoredEvent, SuspendOutcome, now_ms,
+    RunFilter, RunHead, RunRecord, RunStatus, RunStore, RunUpgrade, StepCommit, StoreError,
+    StoreResult, StoredEvent, SuspendOutcome, now_ms,
 };
 use serde_json::Value;
 use sqlx::Row;
@@ -13,7 +13,7 @@ use crate::sql::Params;
 use crate::{Dialect, SqlStore, db_err, json_err};
 
 const RUN_COLS: &str = "id, workflow, status, state, result, error, waiting_for, next_seq, \
-                        deadline_at, created_at, updated_at, completed_at";
+                        deadline_at, created_at, updated_at, completed_at, format";
 
 fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
     let status: String = row.try_get("status").map_err(db_err)?;
@@ -36,6 +36,8 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
         created_at: row.try_get("created_at").map_err(db_err)?,
         updated_at: row.try_get("updated_at").map_err(db_err)?,
         completed_at: row.try_get("completed_at").map_err(db_err)?,
+        format: u32::try_from(row.try_get::<i64, _>("format").map_err(db_err)?)
+            .map_err(|_| StoreError::Backend("run format out of range".into()))?,
     })
 }
 
@@ -185,8 +187,8 @@ impl RunStore for SqlStore {
     async fn create_run(&self, run: NewRun) -> StoreResult<RunRecord> {
         let now = now_ms();
         let insert_run = format!(
-            "INSERT INTO runs (id, workflow, status, state, deadline_at, created_at, updated_at) \
-             VALUES ($1, $2, 'running', $3, $4, $5, $5) ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS}"
+            "INSERT INTO runs (id, workflow, status, state, deadline_at, created_at, updated_at, format) \
+             VALUES ($1, $2, 'running', $3, $4, $5, $5, $8) ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS}"
         );
         // The start event goes in only with a new run, in the same round trip: a CTE on
         // Postgres, the statement after it (inside the transaction) on SQLite.
@@ -208,7 +210,8 @@ impl RunStore for SqlStore {
             .bind(run.deadline_at)
             .bind(now)
             .bind(&run.start_type)
-            .bind(to_text(&run.start_payload)?);
+            .bind(to_text(&run.start_payload)?)
+            .bind(i64::from(run.format));
         let row = match self.dialect {
             Dialect::Postgres => query.fetch_optional(&self.pool).await.map_err(db_err)?,
             Dialect::Sqlite => {
@@ -483,6 +486,82 @@ impl RunStore for SqlStore {
 
     async fn journal_get(&self, run_id: &str, scope: i64, key: &str) -> StoreResult<Option<Value>> {
         journal_result(&self.pool, run_id, scope, key).await
+    }
+
+    async fn journal_entries(
+        &self,
+        run_id: &str,
+        scopes: &[i64],
+    ) -> StoreResult<Vec<(i64, String, Value)>> {
+        if scopes.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Integers only, so inlined.
+        let list = scopes
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT scope, key, result FROM call_journal WHERE run_id = $1 AND scope IN ({list}) \
+             ORDER BY scope, created_at"
+        )))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(|row| {
+                let text: String = row.try_get(2).map_err(db_err)?;
+                Ok((
+                    row.try_get(0).map_err(db_err)?,
+                    row.try_get(1).map_err(db_err)?,
+                    serde_json::from_str(&text).map_err(json_err)?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn upgrade_run(&self, lease: &Lease, upgrade: &RunUpgrade) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let fenced = sqlx::query(
+            "UPDATE runs SET state = $1, format = $2 \
+             WHERE id = $3 AND lease_owner = $4 AND fence = $5 AND status = 'running'",
+        )
+        .bind(to_text(&upgrade.state)?)
+        .bind(i64::from(upgrade.format))
+        .bind(&lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.fence)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if fenced.rows_affected() != 1 {
+            tx.rollback().await.map_err(db_err)?;
+            return Err(StoreError::LeaseLost(lease.run_id.clone()));
+        }
+        for (id, payload) in &upgrade.inbox {
+            sqlx::query("UPDATE run_inbox SET payload = $1 WHERE id = $2 AND run_id = $3")
+                .bind(to_text(payload)?)
+                .bind(*id)
+                .bind(&lease.run_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+        }
+        for (scope, key, result) in &upgrade.journal {
+            sqlx::query(
+                "UPDATE call_journal SET result = $1 WHERE run_id = $2 AND scope = $3 AND key = $4",
+            )
+            .bind(to_text(result)?)
+            .bind(&lease.run_id)
+            .bind(*scope)
+            .bind(key)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        }
+        self.commit(tx).await
     }
 
     async fn journal_put(

@@ -27,6 +27,7 @@ both!(
     commit_hands_out_sent_ids_and_moves_the_head,
     stale_fence_is_refused_and_applies_nothing,
     journal_keeps_first_result,
+    upgrade_rewrites_a_runs_rows_under_its_lease,
     mailbox_keeps_early_events_dedupes_and_supersedes,
     suspend_cannot_miss_a_message,
     cancel_streams_event_and_fences_out_owner,
@@ -55,6 +56,7 @@ async fn new_run(s: &SqlStore, id: &str) -> RunRecord {
         start_type: "Start".into(),
         start_payload: json!({"q": "hello"}),
         deadline_at: None,
+        format: 2,
     })
     .await
     .unwrap()
@@ -139,7 +141,8 @@ async fn step_commit_is_atomic_and_numbers_events(s: SqlStore) {
             state: json!({}),
             start_type: "Start".into(),
             start_payload: json!({}),
-            deadline_at: None
+            deadline_at: None,
+            format: 1,
         })
         .await,
         Err(StoreError::Conflict(_))
@@ -283,6 +286,62 @@ async fn journal_keeps_first_result(s: SqlStore) {
         s.journal_get("r1", 2, "llm").await.unwrap(),
         None,
         "keys are scoped per step invocation"
+    );
+}
+
+/// A run keeps the format it was created with; an upgrade rewrites its state, pending step
+/// events and the journaled results asked for, and records the new format, all at once and
+/// only under a live lease.
+async fn upgrade_rewrites_a_runs_rows_under_its_lease(s: SqlStore) {
+    let run = new_run(&s, "r1").await;
+    assert_eq!(run.format, 2);
+    let (claimed, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
+    assert_eq!(claimed.format, 2);
+    let start = next_pending(&s, "r1").await.unwrap();
+    s.journal_put(&lease, start.id, "search", &json!({"hits": 1}), &[])
+        .await
+        .unwrap();
+    s.journal_put(&lease, start.id + 100, "other", &json!({"old": true}), &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        s.journal_entries("r1", &[start.id]).await.unwrap(),
+        vec![(start.id, "search".to_string(), json!({"hits": 1}))]
+    );
+    let upgrade = RunUpgrade {
+        format: 3,
+        state: json!({"total": 0}),
+        inbox: vec![(start.id, json!({"question": "hello"}))],
+        journal: vec![(start.id, "search".into(), json!({"hits": [1]}))],
+    };
+    let stale = Lease {
+        fence: lease.fence - 1,
+        ..lease.clone()
+    };
+    assert!(matches!(
+        s.upgrade_run(&stale, &upgrade).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    assert_eq!(
+        s.get_run("r1").await.unwrap().unwrap().format,
+        2,
+        "nothing applied"
+    );
+    s.upgrade_run(&lease, &upgrade).await.unwrap();
+    let run = s.get_run("r1").await.unwrap().unwrap();
+    assert_eq!((run.format, run.state), (3, json!({"total": 0})));
+    assert_eq!(
+        next_pending(&s, "r1").await.unwrap().payload,
+        json!({"question": "hello"})
+    );
+    assert_eq!(
+        s.journal_get("r1", start.id, "search").await.unwrap(),
+        Some(json!({"hits": [1]}))
+    );
+    assert_eq!(
+        s.journal_get("r1", start.id + 100, "other").await.unwrap(),
+        Some(json!({"old": true})),
+        "rows not named are left alone"
     );
 }
 

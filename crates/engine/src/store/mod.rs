@@ -5,8 +5,8 @@ mod runs;
 
 pub use runs::{
     CancelOutcome, Committed, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent,
-    RunFilter, RunHead, RunRecord, RunStatus, RunStore, StepCommit, StepOutcome, StoredEvent,
-    SuspendOutcome,
+    RunFilter, RunHead, RunRecord, RunStatus, RunStore, RunUpgrade, StepCommit, StepOutcome,
+    StoredEvent, SuspendOutcome,
 };
 
 /// Errors every store reports. Messages are safe to show: they never carry SQL text.

@@ -57,6 +57,8 @@ pub struct RunRecord {
     pub waiting_for: Option<String>,
     /// Sequence number the next streamed event will get.
     pub next_seq: i64,
+    /// The version of the workflow's stored forms the run's rows are in.
+    pub format: u32,
     pub deadline_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
@@ -71,6 +73,8 @@ pub struct NewRun {
     pub start_type: String,
     pub start_payload: Value,
     pub deadline_at: Option<i64>,
+    /// The workflow's current stored format.
+    pub format: u32,
 }
 
 /// Ownership of a run. Every write made while driving a run carries it; the store refuses
@@ -176,6 +180,17 @@ pub struct RunHead {
     pub status: RunStatus,
 }
 
+/// A run's rows rewritten in a newer stored format by the process holding its lease.
+#[derive(Debug, Clone)]
+pub struct RunUpgrade {
+    pub format: u32,
+    pub state: Value,
+    /// Pending step events: (id, payload).
+    pub inbox: Vec<(i64, Value)>,
+    /// Journaled results: (scope, key, result).
+    pub journal: Vec<(i64, String, Value)>,
+}
+
 #[derive(Debug, Clone)]
 pub struct StoredEvent {
     pub seq: i64,
@@ -243,6 +258,15 @@ pub trait RunStore: Send + Sync + 'static {
     ) -> StoreResult<SuspendOutcome>;
 
     async fn journal_get(&self, run_id: &str, scope: i64, key: &str) -> StoreResult<Option<Value>>;
+    /// The journaled results of the given step invocations: (scope, key, result).
+    async fn journal_entries(
+        &self,
+        run_id: &str,
+        scopes: &[i64],
+    ) -> StoreResult<Vec<(i64, String, Value)>>;
+    /// Rewrites a run's state, pending step events and journaled results in a newer stored
+    /// format, and records the format, in one transaction; fenced by the lease.
+    async fn upgrade_run(&self, lease: &Lease, upgrade: &RunUpgrade) -> StoreResult<()>;
     /// Stores a call result (fenced), and appends `stream` to the run's stream in the same
     /// transaction, so the stream shows the call as soon as it is done. The first stored
     /// result for a key wins and is returned; a put that loses writes no events. Returns the
