@@ -4,7 +4,9 @@
 //! binary of store format 1 left them: one waiting at the approval gate, one approved and
 //! killed inside fetch_parse_sources after three journaled calls. The test loads them into a
 //! fresh database (SQLite and Postgres), starts `fathom serve` on it, approves the first, and
-//! reads both to a completed report.
+//! reads both to a completed report. The killed run's research deadline passed long ago (it
+//! was stored when the fixture was taken), so it gathers nothing new: its report must still
+//! cite what it read before the kill.
 //!
 //! To take a new fixture before a change of what is stored (then keep the old one and its
 //! test): `FATHOM_WRITE_UPGRADE_FIXTURE=format-N cargo test -p fathom-cli --test upgrade`.

@@ -195,6 +195,17 @@ impl<S: Serialize + Clone> Ctx<S> {
         format!("{}:{}:{}", self.parts.lease.run_id, self.parts.scope, key)
     }
 
+    /// Whether a result is journaled under `key` for this step invocation: a step run again
+    /// after a crash reuses what the first execution did, even where it would not start
+    /// that work now (its deadline has passed, say).
+    pub async fn is_journaled(&self, key: &str) -> Result<bool, StepError> {
+        let p = &self.parts;
+        Ok(p.store
+            .journal_get(&p.lease.run_id, p.scope, key)
+            .await?
+            .is_some())
+    }
+
     /// Runs a side effect once: if a result is journaled under `key` for this step invocation,
     /// it is returned without running `f`; otherwise `f` runs and its result is journaled
     /// before being returned. Errors are not journaled: the step fails and is retried.

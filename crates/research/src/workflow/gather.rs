@@ -108,10 +108,10 @@ pub(super) async fn run_web_research(
     }
     let mut per_query: Vec<Vec<SearchHit>> = Vec::new();
     for query in to_search.iter().take(50) {
-        if past(wrap_up) {
+        let id = next_tool_id(&ctx, "web_search");
+        if late(&ctx, wrap_up, &id).await? {
             break;
         }
-        let id = next_tool_id(&ctx, "web_search");
         let kwargs = json!({"query": query, "max_results": settings.max_search_results_per_query});
         let search = deps.tools.search.clone();
         let (q, k) = (query.clone(), settings.max_search_results_per_query);
@@ -188,10 +188,10 @@ pub(super) async fn fetch_parse_sources(
         None => Vec::new(),
     };
     for (i, hit) in ev.hits.iter().enumerate() {
-        if past(wrap_up) {
+        let id = next_tool_id(&ctx, "fetch_url");
+        if late(&ctx, wrap_up, &id).await? {
             break;
         }
-        let id = next_tool_id(&ctx, "fetch_url");
         let (tools, url) = (deps.tools.clone(), hit.url.clone());
         let fetched = Invocation::new("fetch_url", id, json!({"url": hit.url}))
             .call(
@@ -253,6 +253,13 @@ pub(super) async fn fetch_parse_sources(
     }
     deps.save_session(&ctx.state()).await?;
     Ok(SourcesParsed { docs })
+}
+
+/// Whether to stop before the call `id`: the time for gathering is over, and the call was not
+/// made by an earlier execution of this step (what was read before a crash is kept, even when
+/// the run is resumed after its deadline).
+async fn late(ctx: &RunCtx, wrap_up: Option<i64>, id: &str) -> Result<bool, StepError> {
+    Ok(past(wrap_up) && !ctx.is_journaled(id).await?)
 }
 
 fn mark_source(ctx: &RunCtx, url: &str, outcome: Result<(&String, &ParsedSummary), String>) {
