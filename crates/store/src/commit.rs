@@ -1,4 +1,5 @@
-//! Fenced writes to a run in one round trip: a step's commit and a live stream append.
+//! Fenced writes to a run in one round trip: a step's commit, a journaled call's result,
+//! and a live stream append.
 //!
 //! Every statement of the write is gated on the lease: it applies only where the run is
 //! still `running` under the writer's fence. On Postgres the statements are data-modifying
@@ -387,6 +388,51 @@ impl SqlStore {
             seqs: seqs(first, n),
             sent_ids,
         })
+    }
+
+    /// A journaled call's result with the stream events that go with it: see
+    /// [`fathom_engine::store::RunStore::journal_put`]. One round trip; when the call was
+    /// stored first by someone else, the write fails whole on the journal's key and the kept
+    /// result is read instead (its events are already in the stream).
+    pub(crate) async fn write_call(
+        &self,
+        lease: &Lease,
+        scope: i64,
+        key: &str,
+        value: &serde_json::Value,
+        stream: &[Envelope],
+    ) -> StoreResult<(serde_json::Value, Option<i64>)> {
+        let now = fathom_engine::store::now_ms();
+        let refs: Vec<&Envelope> = stream.iter().collect();
+        let mut w = Write::new(self.dialect, lease, now, refs.len());
+        let gate = w.gate();
+        let scope_p = w.p.int(scope);
+        let key_p = w.p.text(key.to_string());
+        let result = w.p.text(to_text(value)?);
+        w.steps.push((
+            "call",
+            format!(
+                "INSERT INTO call_journal (run_id, scope, key, result, created_at) \
+                 SELECT {run}, {scope_p}, {key_p}, {result}, {now} FROM {gate}",
+                run = w.run_id,
+                now = w.now,
+            ),
+        ));
+        w.stream(&refs)?;
+        match w.run(self, RunUpdate { set: String::new() }).await {
+            Ok(Some((first, _))) => Ok((
+                value.clone(),
+                (!stream.is_empty()).then(|| first + stream.len() as i64 - 1),
+            )),
+            Ok(None) => Err(StoreError::LeaseLost(lease.run_id.clone())),
+            Err(StoreError::Conflict(_)) => {
+                let kept = crate::runs::journal_result(self.pool(), &lease.run_id, scope, key)
+                    .await?
+                    .ok_or_else(|| StoreError::Backend(format!("journal entry {key} vanished")))?;
+                Ok((kept, None))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// A live append to the stream: see [`fathom_engine::store::RunStore::append_stream`].

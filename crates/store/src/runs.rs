@@ -80,7 +80,7 @@ const INSERT_CHUNK: usize = 200;
 /// Inserts `rows` into `into` (`"table (col, ...)"`), `INSERT_CHUNK` rows per statement;
 /// `tuple` binds row `i`'s values and returns its placeholder tuple.
 /// The journaled result of a call, if any.
-async fn journal_result<'e>(
+pub(crate) async fn journal_result<'e>(
     db: impl sqlx::Executor<'e, Database = sqlx::Any>,
     run_id: &str,
     scope: i64,
@@ -98,32 +98,6 @@ async fn journal_result<'e>(
     let Some(row) = row else { return Ok(None) };
     let text: String = row.try_get(0).map_err(db_err)?;
     Ok(Some(serde_json::from_str(&text).map_err(json_err)?))
-}
-
-/// Reserves `n` sequence numbers of the run's stream (fenced by the lease); returns the first.
-async fn reserve_seqs(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    lease: &Lease,
-    n: usize,
-) -> StoreResult<i64> {
-    let row = sqlx::query(
-        "UPDATE runs SET next_seq = next_seq + $1, updated_at = $5 \
-         WHERE id = $2 AND lease_owner = $3 AND fence = $4 AND status = 'running' \
-         RETURNING next_seq",
-    )
-    .bind(n as i64)
-    .bind(&lease.run_id)
-    .bind(&lease.owner)
-    .bind(lease.fence)
-    .bind(now_ms())
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    let Some(row) = row else {
-        return Err(StoreError::LeaseLost(lease.run_id.clone()));
-    };
-    let next_seq: i64 = row.try_get(0).map_err(db_err)?;
-    Ok(next_seq - n as i64)
 }
 
 /// Writes `stream` from `first_seq` on; returns the last sequence number written. On
@@ -572,38 +546,7 @@ impl RunStore for SqlStore {
         value: &Value,
         stream: &[Envelope],
     ) -> StoreResult<(Value, Option<i64>)> {
-        let now = now_ms();
-        let mut tx = self.begin_write().await?;
-        // Reserving the sequence numbers first takes the run row's lock: it fences the put
-        // and serialises the numbering with every other writer of this run's stream.
-        let first_seq = reserve_seqs(&mut tx, lease, stream.len()).await?;
-        let inserted = sqlx::query(
-            "INSERT INTO call_journal (run_id, scope, key, result, created_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (run_id, scope, key) DO NOTHING",
-        )
-        .bind(&lease.run_id)
-        .bind(scope)
-        .bind(key)
-        .bind(to_text(value)?)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?
-        .rows_affected()
-            == 1;
-        if !inserted {
-            // Someone stored this call first: its events are already in the stream.
-            let kept = journal_result(&mut *tx, &lease.run_id, scope, key)
-                .await?
-                .ok_or_else(|| StoreError::Backend(format!("journal entry {key} vanished")))?;
-            // Dropping the transaction rolls the reservation back.
-            drop(tx);
-            return Ok((kept, None));
-        }
-        let last =
-            insert_events(&mut tx, self.dialect, &lease.run_id, first_seq, stream, now).await?;
-        self.commit(tx).await?;
-        Ok((value.clone(), last))
+        self.write_call(lease, scope, key, value, stream).await
     }
 
     async fn append_stream(&self, lease: &Lease, stream: &[Envelope]) -> StoreResult<Option<i64>> {
