@@ -126,6 +126,7 @@ impl App {
                 fetcher: web.fetcher,
                 parser: content_parser(self.config.pdf),
                 artifacts: store.clone(),
+                docs: Default::default(),
             },
             models,
             sessions: store.clone(),

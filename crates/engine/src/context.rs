@@ -35,6 +35,10 @@ pub struct CtxParts {
     pub scope: i64,
     pub attempt: u32,
     pub deadline: Option<Instant>,
+    /// Whether the step's journal is known to be empty: its event was sent by a commit of
+    /// this lease holder and the step has not run on it before, so no call of it can have
+    /// been journaled and none needs looking up.
+    pub journal_empty: bool,
     /// Where this process announces events it committed (stream readers wait on it).
     pub(crate) signals: Arc<crate::signal::Signals>,
 }
@@ -200,6 +204,9 @@ impl<S: Serialize + Clone> Ctx<S> {
     /// that work now (its deadline has passed, say).
     pub async fn is_journaled(&self, key: &str) -> Result<bool, StepError> {
         let p = &self.parts;
+        if p.journal_empty {
+            return Ok(false);
+        }
         Ok(p.store
             .journal_get(&p.lease.run_id, p.scope, key)
             .await?
@@ -333,7 +340,11 @@ impl<S: Serialize + Clone> Ctx<S> {
         Fut: Future<Output = Result<T, E>>,
     {
         let p = &self.parts;
-        if let Some(v) = p.store.journal_get(&p.lease.run_id, p.scope, key).await? {
+        let stored = match p.journal_empty {
+            true => None,
+            false => p.store.journal_get(&p.lease.run_id, p.scope, key).await?,
+        };
+        if let Some(v) = stored {
             return serde_json::from_value(v)
                 .map(Journaled::Found)
                 .map_err(|e| {

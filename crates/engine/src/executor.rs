@@ -550,6 +550,7 @@ impl Engine {
                 scope: pending.id,
                 attempt,
                 deadline,
+                journal_empty: inbox.first_run(pending.id),
                 signals: self.signals.clone(),
             };
             let limit = match deadline {
@@ -815,6 +816,9 @@ struct Inbox {
     /// Whether `queue` holds every pending event, so events sent by a commit go at its end;
     /// otherwise the next page is read from the store once `queue` runs out.
     complete: bool,
+    /// Events sent by this lease holder's commits that no step has run on yet: nothing can
+    /// be journaled under them.
+    unrun: HashSet<i64>,
 }
 
 /// Pending events read from the store at a time.
@@ -839,15 +843,24 @@ impl Inbox {
         if self.queue.front().is_some_and(|p| p.id == consumed) {
             self.queue.pop_front();
         }
-        if self.complete {
-            self.queue
-                .extend(sent.map(|(id, (event_type, payload))| PendingEvent {
+        for (id, (event_type, payload)) in sent {
+            self.unrun.insert(id);
+            if self.complete {
+                self.queue.push_back(PendingEvent {
                     id,
                     event_type,
                     payload,
                     attempts: 0,
-                }));
+                });
+            }
         }
+    }
+
+    /// Whether a step is about to run on `pending` for the first time since this lease
+    /// holder's commit sent it (a step run again, after a failure or on mail that arrived
+    /// as it parked, may have journaled calls).
+    fn first_run(&mut self, pending: i64) -> bool {
+        self.unrun.remove(&pending)
     }
 
     /// The front event's attempt failed and was recorded.

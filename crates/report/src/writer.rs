@@ -173,9 +173,10 @@ const LIST_ITEM_CHARS: usize = 160;
 /// Share of the best question relevance a sentence needs to be quoted at all: below it, a
 /// section says less rather than padding itself with sentences that merely share a word.
 const MIN_SHARE: f64 = 0.2;
+/// A sentence of one document as the writer weighs it: everything about it that depends on
+/// its document alone (see [`Weighed`]).
 struct Candidate {
     text: String,
-    doc: usize,
     page: Option<u32>,
     terms: Vec<String>,
     // Ordered, so float sums come out bit-identical in every process: a resumed run must
@@ -188,14 +189,51 @@ struct Candidate {
     /// The text in lower case, padded with spaces, for phrase tests.
     lower: String,
     narration: bool,
-    /// The list it is an item of (an index shared by its items), if any.
-    list: Option<usize>,
+    /// The list it is an item of, numbered within its document, if any.
+    doc_list: Option<usize>,
     /// Which sentence of its part (document and heading) it is, counting from 0.
     pos: usize,
-    /// The part it stands in: the text under one heading, or one reference entry.
-    part: usize,
+    /// The part it stands in (the text under one heading, or one reference entry), numbered
+    /// within its document.
+    doc_part: usize,
     /// The subject it says what it is of, if it opens that way (see [`defined_subject`]).
     defines: Vec<String>,
+}
+
+/// A candidate placed among all the documents written from: its document, and its part
+/// and list numbered over all of them.
+struct Placed<'a> {
+    c: &'a Candidate,
+    doc: usize,
+    part: usize,
+    list: Option<usize>,
+}
+
+impl std::ops::Deref for Placed<'_> {
+    type Target = Candidate;
+    fn deref(&self) -> &Candidate {
+        self.c
+    }
+}
+
+/// A document's sentences as the writer weighs them. They depend on the document alone, so
+/// a caller that writes from the same document again (another question on the same corpus)
+/// keeps them instead of splitting and weighing its text again.
+pub struct Weighed {
+    words: usize,
+    /// Every sentence's key (lower case), to tell which document is a sentence's home.
+    keys: Vec<String>,
+    /// The sentences fit to quote, in order: key, whether in a list, and the candidate
+    /// (none when it has no term to weigh, yet it still counts as said).
+    fitting: Vec<(String, bool, Option<Candidate>)>,
+    parts: usize,
+    lists: usize,
+}
+
+impl Weighed {
+    pub fn of(doc: &ParsedDoc) -> Weighed {
+        weigh(doc)
+    }
 }
 
 fn alpha_words(s: &str) -> usize {
@@ -309,107 +347,139 @@ fn lists(doc: &ParsedDoc, next_id: &mut usize) -> HashMap<usize, usize> {
     out
 }
 
-fn candidates(docs: &[ParsedDoc]) -> Vec<Candidate> {
-    // A sentence found in several documents (a chapter and an all-in-one print page, say) is
-    // credited to the most specific one: the shortest.
-    let mut home: HashMap<String, usize> = HashMap::new();
+fn weigh(doc: &ParsedDoc) -> Weighed {
+    let keys: Vec<String> = doc
+        .blocks
+        .iter()
+        .flat_map(|b| sentences(&b.text))
+        .map(|s| s.to_lowercase())
+        .collect();
+    let mut fitting = Vec::new();
+    let mut lists_found = 0;
+    let in_list = lists(doc, &mut lists_found);
+    // The part a sentence stands in (a heading's text, or a reference entry) and the
+    // sentence's place in it.
+    let mut part = 0usize;
+    let mut pos = 0usize;
+    let mut last_heading: Option<&str> = None;
+    // A reference entry's name stands in a short label before its text (a definition term, a
+    // signature): it is the heading of every paragraph of the entry, up to the next label or
+    // heading.
+    let mut label: Option<(&str, Vec<String>)> = None;
+    for (b, block) in doc.blocks.iter().enumerate() {
+        let list = in_list.get(&b).copied();
+        if last_heading != Some(block.heading.as_str()) {
+            last_heading = Some(block.heading.as_str());
+            label = None;
+            part += 1;
+            pos = 0;
+        }
+        if !block.item && !block.text.contains(" | ") && is_label(&block.text) {
+            label = Some((block.heading.as_str(), terms(&block.text)));
+            part += 1;
+            pos = 0;
+            continue;
+        }
+        let mut heading_terms = terms(&block.heading);
+        if let Some((_, label_terms)) = &label {
+            heading_terms.extend(label_terms.iter().cloned());
+        }
+        for s in sentences(&block.text) {
+            let at = pos;
+            pos += 1;
+            let key = s.to_lowercase();
+            let s = lead_in_as_statement(s);
+            // A list's items are quoted as they stand (short, perhaps unpunctuated).
+            let fits = match list {
+                Some(_) => s.chars().count() <= MAX_CHARS && !elsewhere(&s),
+                None => quotable(&s),
+            };
+            if !fits {
+                continue;
+            }
+            let terms = terms(&s);
+            if terms.is_empty() {
+                fitting.push((key, list.is_some(), None));
+                continue;
+            }
+            // An item without its full stop would run into the next sentence quoted.
+            let s = if list.is_some() && !complete(&s) {
+                format!("{}.", s.trim_end_matches([';', ',', ':']))
+            } else {
+                s
+            };
+            let mut tf = BTreeMap::new();
+            for t in &terms {
+                *tf.entry(t.clone()).or_insert(0.0) += 1.0;
+            }
+            let norm = tf.values().map(|v: &f64| v * v).sum::<f64>().sqrt();
+            let lower = format!(" {} ", s.to_lowercase());
+            let defines = defined_subject(&s);
+            let dangling = DANGLING.iter().any(|w| lower.contains(w));
+            let narration = NARRATION.iter().any(|w| lower.contains(w));
+            let c = Candidate {
+                text: s,
+                page: block.page,
+                terms,
+                tf,
+                norm,
+                dangling,
+                heading_terms: heading_terms.clone(),
+                lower,
+                narration,
+                doc_list: list,
+                pos: at,
+                doc_part: part,
+                defines,
+            };
+            fitting.push((key, list.is_some(), Some(c)));
+        }
+    }
+    Weighed {
+        words: doc.words,
+        keys,
+        fitting,
+        parts: part + 1,
+        lists: lists_found,
+    }
+}
+
+/// The candidates of all the documents, in order: a sentence found in several documents (a
+/// chapter and an all-in-one print page, say) is quoted from the most specific one (the
+/// shortest), once; a list item stands with its list even when its words stand elsewhere
+/// too (a rule stated again later).
+fn candidates<'a>(docs: &[&'a Weighed]) -> Vec<Placed<'a>> {
+    let mut home: HashMap<&str, usize> = HashMap::new();
     for (d, doc) in docs.iter().enumerate() {
-        for block in &doc.blocks {
-            for s in sentences(&block.text) {
-                let e = home.entry(s.to_lowercase()).or_insert(d);
-                if docs[*e].words > doc.words {
-                    *e = d;
-                }
+        for key in &doc.keys {
+            let e = home.entry(key).or_insert(d);
+            if docs[*e].words > doc.words {
+                *e = d;
             }
         }
     }
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    let mut list_ids = 0;
-    // The part a sentence stands in (a heading's text, or a reference entry), numbered over
-    // all documents, and the sentence's place in it.
-    let mut part = 0usize;
-    let mut pos = 0usize;
+    let (mut parts, mut lists) = (0, 0);
     for (d, doc) in docs.iter().enumerate() {
-        let in_list = lists(doc, &mut list_ids);
-        let mut last_heading: Option<&str> = None;
-        // A reference entry's name stands in a short label before its text (a definition
-        // term, a signature): it is the heading of every paragraph of the entry, up to the
-        // next label or heading.
-        let mut label: Option<(&str, Vec<String>)> = None;
-        for (b, block) in doc.blocks.iter().enumerate() {
-            let list = in_list.get(&b).copied();
-            if last_heading != Some(block.heading.as_str()) {
-                last_heading = Some(block.heading.as_str());
-                label = None;
-                part += 1;
-                pos = 0;
-            }
-            if !block.item && !block.text.contains(" | ") && is_label(&block.text) {
-                label = Some((block.heading.as_str(), terms(&block.text)));
-                part += 1;
-                pos = 0;
+        for (key, listed, c) in &doc.fitting {
+            if !listed && home.get(key.as_str()) != Some(&d) {
                 continue;
             }
-            let mut heading_terms = terms(&block.heading);
-            if let Some((_, label_terms)) = &label {
-                heading_terms.extend(label_terms.iter().cloned());
+            if !seen.insert(key.as_str()) && !listed {
+                continue;
             }
-            for s in sentences(&block.text) {
-                let at = pos;
-                pos += 1;
-                let key = s.to_lowercase();
-                let s = lead_in_as_statement(s);
-                // A list's items are quoted as they stand (short, perhaps unpunctuated).
-                let fits = match list {
-                    Some(_) => s.chars().count() <= MAX_CHARS && !elsewhere(&s),
-                    None => quotable(&s),
-                };
-                // A sentence is quoted from its home document, once; a list item stands with its
-                // list even when its words stand elsewhere too (a rule stated again later).
-                if !fits || (list.is_none() && home.get(&key) != Some(&d)) {
-                    continue;
-                }
-                if !seen.insert(key) && list.is_none() {
-                    continue;
-                }
-                let terms = terms(&s);
-                if terms.is_empty() {
-                    continue;
-                }
-                // An item without its full stop would run into the next sentence quoted.
-                let s = if list.is_some() && !complete(&s) {
-                    format!("{}.", s.trim_end_matches([';', ',', ':']))
-                } else {
-                    s
-                };
-                let mut tf = BTreeMap::new();
-                for t in &terms {
-                    *tf.entry(t.clone()).or_insert(0.0) += 1.0;
-                }
-                let norm = tf.values().map(|v: &f64| v * v).sum::<f64>().sqrt();
-                let lower = format!(" {} ", s.to_lowercase());
-                let defines = defined_subject(&s);
-                let dangling = DANGLING.iter().any(|w| lower.contains(w));
-                let narration = NARRATION.iter().any(|w| lower.contains(w));
-                out.push(Candidate {
-                    text: s,
+            if let Some(c) = c {
+                out.push(Placed {
+                    c,
                     doc: d,
-                    page: block.page,
-                    terms,
-                    tf,
-                    norm,
-                    dangling,
-                    heading_terms: heading_terms.clone(),
-                    lower,
-                    narration,
-                    list,
-                    pos: at,
-                    part,
-                    defines,
+                    part: parts + c.doc_part,
+                    list: c.doc_list.map(|l| lists + l),
                 });
             }
         }
+        parts += doc.parts;
+        lists += doc.lists;
     }
     out
 }
@@ -432,7 +502,7 @@ struct Bm25 {
 }
 
 impl Bm25 {
-    fn new(cands: &[Candidate]) -> Bm25 {
+    fn new(cands: &[Placed]) -> Bm25 {
         let mut df: HashMap<String, f64> = HashMap::new();
         for c in cands {
             for t in c.tf.keys() {
@@ -460,7 +530,7 @@ impl Bm25 {
         self.idf.get(term).copied().unwrap_or(self.rare_idf)
     }
 
-    fn score(&self, c: &Candidate, query: &[String]) -> f64 {
+    fn score(&self, c: &Placed, query: &[String]) -> f64 {
         let len = c.terms.len() as f64;
         query
             .iter()
@@ -473,7 +543,7 @@ impl Bm25 {
     }
 }
 
-fn cosine(a: &Candidate, b: &Candidate) -> f64 {
+fn cosine(a: &Placed, b: &Placed) -> f64 {
     let dot: f64 =
         a.tf.iter()
             .map(|(t, v)| v * b.tf.get(t).copied().unwrap_or(0.0))
@@ -488,7 +558,7 @@ fn unique(mut v: Vec<String>) -> Vec<String> {
 }
 
 /// How well a sentence answers a question of `form`: 1 for none of the signs, more for each.
-fn answers_form(c: &Candidate, form: &Form, sides: &[Vec<String>]) -> f64 {
+fn answers_form(c: &Placed, form: &Form, sides: &[Vec<String>]) -> f64 {
     let signs = |list: &[&str]| list.iter().filter(|p| c.lower.contains(*p)).count() as f64;
     match form {
         Form::Definition | Form::General => 1.0 + 0.5 * signs(DEFINES).min(1.0),
@@ -513,7 +583,7 @@ const COPULAS: &[&str] = &["is", "are", "refers", "means", "denotes", "describes
 /// Whether the sentence says what one of `focus` is: its subject (a short noun phrase at the
 /// start, perhaps after an article) holds a focus term and a copula follows it ("A module is
 /// a file ...", "Packages are a way ..."), the way a manual defines a thing.
-fn defines_focus(c: &Candidate, focus: &[String]) -> bool {
+fn defines_focus(c: &Placed, focus: &[String]) -> bool {
     let held = focus.iter().filter(|t| c.defines.contains(t)).count();
     held > 0 && held * 2 >= focus.len()
 }
@@ -551,7 +621,19 @@ pub fn draft_sections(
     docs: &[ParsedDoc],
     per_section: usize,
 ) -> Vec<(String, Vec<Quote>)> {
-    let cands = candidates(docs);
+    let weighed: Vec<Weighed> = docs.iter().map(weigh).collect();
+    let read: Vec<(&ParsedDoc, &Weighed)> = docs.iter().zip(&weighed).collect();
+    draft_weighed(question, outline, &read, per_section)
+}
+
+/// [`draft_sections`] from documents already weighed (see [`Weighed`]).
+pub fn draft_weighed(
+    question: &str,
+    outline: &[String],
+    docs: &[(&ParsedDoc, &Weighed)],
+    per_section: usize,
+) -> Vec<(String, Vec<Quote>)> {
+    let cands = candidates(&docs.iter().map(|(_, w)| *w).collect::<Vec<_>>());
     let bm25 = Bm25::new(&cands);
     let form = form_of(question);
     let sides: Vec<Vec<String>> = match &form {
@@ -831,8 +913,8 @@ pub fn draft_sections(
             .into_iter()
             .map(|i| Quote {
                 text: cands[i].text.clone(),
-                source_url: docs[cands[i].doc].url.clone(),
-                source_title: docs[cands[i].doc].title.clone(),
+                source_url: docs[cands[i].doc].0.url.clone(),
+                source_title: docs[cands[i].doc].0.title.clone(),
                 page: cands[i].page,
                 also: Vec::new(),
             })

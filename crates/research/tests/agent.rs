@@ -108,6 +108,7 @@ async fn service_with_local(
             fetcher: Arc::new(WebFetcher::new(fetcher, local)),
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
+            docs: Default::default(),
         },
         models: Some(models(&llm.base_url)),
         sessions: store.clone(),

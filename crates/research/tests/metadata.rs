@@ -31,6 +31,7 @@ async fn metadata_returns_the_collection_and_the_resolved_settings_schema() {
             fetcher: corpus,
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
+            docs: Default::default(),
         },
         models: None,
         sessions: store.clone(),

@@ -239,6 +239,7 @@ async fn deep_research_over_the_web() {
             fetcher: Arc::new(WebFetcher::new(fetcher, None)),
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
+            docs: Default::default(),
         },
         models: None,
         sessions: store.clone(),

@@ -89,6 +89,7 @@ async fn server_with(opts: Opts) -> Server {
             fetcher: corpus,
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
+            docs: Default::default(),
         },
         models: None,
         sessions: store.clone(),

@@ -45,6 +45,8 @@ pub struct SqlStore {
     url: Arc<str>,
     /// Tags this process's work announcements, so its own listener skips them.
     origin: Arc<str>,
+    /// Artifacts known stored (see [`artifacts::Stored`]).
+    stored: Arc<artifacts::Stored>,
 }
 
 /// The channel stream changes are announced on.
@@ -211,6 +213,7 @@ impl SqlStore {
             stats: Arc::new(StoreStats::default()),
             url: Arc::from(target.url.as_str()),
             origin: Arc::from(fathom_engine::new_id().as_str()),
+            stored: Default::default(),
         })
     }
 

@@ -621,7 +621,7 @@ impl Reader<'_> {
                 self.ctx,
                 || async move {
                     let doc = match known {
-                        Some(d) => tools.parsed_doc(&d.file_id).await.map(|doc| (d, doc))?,
+                        Some(d) => tools.read_doc(&d.file_id).await.map(|doc| (d, doc))?,
                         None => {
                             // Fetched and parsed in one call: the bytes in hand are parsed,
                             // not read back from storage.

@@ -81,6 +81,8 @@ pub struct Tools {
     /// How fetched documents are read (PDFs in an isolated worker).
     pub parser: ContentParser,
     pub artifacts: Arc<dyn ArtifactStore>,
+    /// Documents read lately, kept parsed (see [`read::DocCache`]).
+    pub docs: read::DocCache,
 }
 
 /// A tool's outcome as journaled: a value, or a message a person can act on.

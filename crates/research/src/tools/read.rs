@@ -1,10 +1,146 @@
 //! Reading a document: `fetch_url` stores the fetched bytes content-addressed, and
 //! `parse_content` stores the parsed form. Shared by the offline steps and the researchers.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use fathom_evidence::DocSentences;
 use fathom_parse::{DocKind, ParsedDoc};
+use fathom_report::writer::Weighed;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolResult, Tools};
+
+/// Words of documents the [`DocCache`] keeps at most (with what is worked out from them,
+/// about 200 bytes a word): a few runs' worth of documents.
+const CACHE_WORDS: usize = 120_000;
+/// Parses remembered at most (each a few hundred bytes).
+const CACHE_PARSES: usize = 4096;
+
+/// A document read, parsed, with what the writer and the claim checker work out from it,
+/// each the first time it is asked for.
+pub struct CachedDoc {
+    doc: ParsedDoc,
+    weighed: OnceLock<Arc<Weighed>>,
+    sentences: OnceLock<Arc<DocSentences>>,
+}
+
+impl std::ops::Deref for CachedDoc {
+    type Target = ParsedDoc;
+    fn deref(&self) -> &ParsedDoc {
+        &self.doc
+    }
+}
+
+impl CachedDoc {
+    fn new(doc: ParsedDoc) -> CachedDoc {
+        CachedDoc {
+            doc,
+            weighed: OnceLock::new(),
+            sentences: OnceLock::new(),
+        }
+    }
+
+    /// Its sentences as the extractive writer weighs them.
+    pub fn weighed(&self) -> Arc<Weighed> {
+        self.weighed
+            .get_or_init(|| Arc::new(Weighed::of(&self.doc)))
+            .clone()
+    }
+
+    /// Its sentences as the claim checker reads them (the whole document).
+    pub fn sentences(&self) -> Arc<DocSentences> {
+        self.sentences
+            .get_or_init(|| Arc::new(DocSentences::of(&self.doc, None)))
+            .clone()
+    }
+}
+
+/// The documents this process read lately, by the file id of their parsed form, and the
+/// parses it stored, by the file id of the bytes parsed. Runs over one corpus read many of
+/// the same documents, and reading a stored document back (its JSON, then its sentences) is
+/// most of an offline run's work. Stored artifacts never change (their id is their
+/// content's hash), so what is kept here never goes stale; the least recently used goes
+/// first when the bounds are reached.
+#[derive(Clone, Default)]
+pub struct DocCache(Arc<Mutex<CacheInner>>);
+
+#[derive(Default)]
+struct CacheInner {
+    docs: HashMap<String, (u64, Arc<CachedDoc>)>,
+    words: usize,
+    parses: HashMap<String, (u64, ParsedSummary)>,
+    tick: u64,
+}
+
+impl DocCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn doc(&self, file_id: &str) -> Option<Arc<CachedDoc>> {
+        let mut c = self.lock();
+        c.tick += 1;
+        let tick = c.tick;
+        c.docs.get_mut(file_id).map(|(used, d)| {
+            *used = tick;
+            d.clone()
+        })
+    }
+
+    fn keep_doc(&self, file_id: &str, doc: Arc<CachedDoc>) {
+        let mut c = self.lock();
+        c.tick += 1;
+        let tick = c.tick;
+        let words = doc.words.max(1);
+        if let Some((_, old)) = c.docs.insert(file_id.to_string(), (tick, doc)) {
+            c.words -= old.words.max(1);
+        }
+        c.words += words;
+        while c.words > CACHE_WORDS && c.docs.len() > 1 {
+            let Some(oldest) = c
+                .docs
+                .iter()
+                .filter(|(id, _)| id.as_str() != file_id)
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(id, _)| id.clone())
+            else {
+                break;
+            };
+            if let Some((_, d)) = c.docs.remove(&oldest) {
+                c.words -= d.words.max(1);
+            }
+        }
+    }
+
+    fn parse(&self, raw_file_id: &str) -> Option<ParsedSummary> {
+        let mut c = self.lock();
+        c.tick += 1;
+        let tick = c.tick;
+        c.parses.get_mut(raw_file_id).map(|(used, p)| {
+            *used = tick;
+            p.clone()
+        })
+    }
+
+    fn keep_parse(&self, raw_file_id: &str, summary: &ParsedSummary) {
+        let mut c = self.lock();
+        c.tick += 1;
+        let tick = c.tick;
+        if c.parses.len() >= CACHE_PARSES && !c.parses.contains_key(raw_file_id) {
+            let oldest = c
+                .parses
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                c.parses.remove(&oldest);
+            }
+        }
+        c.parses
+            .insert(raw_file_id.to_string(), (tick, summary.clone()));
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct FetchedRef {
@@ -79,11 +215,12 @@ impl Tools {
     }
 
     /// `parse_content` of a stored fetch (its bytes read back from storage: after a crash the
-    /// fetch is journaled, its bytes are not in memory).
-    pub(crate) async fn parse_raw(
-        &self,
-        raw: &FetchedRef,
-    ) -> ToolResult<(ParsedSummary, ParsedDoc)> {
+    /// fetch is journaled, its bytes are not in memory). A parse this process stored before
+    /// is not done again.
+    pub(crate) async fn parse_raw(&self, raw: &FetchedRef) -> ToolResult<ParsedSummary> {
+        if let Some(summary) = self.docs.parse(&raw.file_id) {
+            return Ok(summary);
+        }
         let bytes = self
             .artifacts
             .get_artifact(&raw.file_id)
@@ -91,19 +228,32 @@ impl Tools {
             .map_err(|e| e.to_string())?
             .ok_or("fetched content is missing from storage")?
             .bytes;
-        self.parse_bytes(raw, bytes).await
+        self.parse_bytes(raw, bytes)
+            .await
+            .map(|(summary, _)| summary)
     }
 
-    /// A parsed document stored by [`Tools::parse_bytes`].
-    pub(crate) async fn parsed_doc(&self, file_id: &str) -> ToolResult<ParsedDoc> {
+    /// A parsed document stored by [`Tools::parse_bytes`], with what is worked out from it.
+    pub(crate) async fn read_doc(&self, file_id: &str) -> ToolResult<Arc<CachedDoc>> {
+        if let Some(doc) = self.docs.doc(file_id) {
+            return Ok(doc);
+        }
         let art = self
             .artifacts
             .get_artifact(file_id)
             .await
             .map_err(|e| format!("could not read parsed document {file_id}: {e}"))?
             .ok_or_else(|| format!("parsed document {file_id} is missing from storage"))?;
-        serde_json::from_slice(&art.bytes)
-            .map_err(|e| format!("parsed document {file_id} is unreadable: {e}"))
+        let doc: ParsedDoc = serde_json::from_slice(&art.bytes)
+            .map_err(|e| format!("parsed document {file_id} is unreadable: {e}"))?;
+        let doc = Arc::new(CachedDoc::new(doc));
+        self.docs.keep_doc(file_id, doc.clone());
+        Ok(doc)
+    }
+
+    /// A parsed document stored by [`Tools::parse_bytes`].
+    pub(crate) async fn parsed_doc(&self, file_id: &str) -> ToolResult<ParsedDoc> {
+        self.read_doc(file_id).await.map(|d| d.doc.clone())
     }
 
     /// Parses a fetched document and stores the parsed form as an artifact.
@@ -111,7 +261,7 @@ impl Tools {
         &self,
         raw: &FetchedRef,
         bytes: Vec<u8>,
-    ) -> ToolResult<(ParsedSummary, ParsedDoc)> {
+    ) -> ToolResult<(ParsedSummary, Arc<CachedDoc>)> {
         let doc = match self.fetcher.parsed(&raw.url, &raw.file_id).await {
             Some(doc) => doc,
             None => self
@@ -139,6 +289,9 @@ impl Tools {
             extraction: doc.extraction.clone(),
             unread: doc.unread.clone(),
         };
+        let doc = Arc::new(CachedDoc::new(doc));
+        self.docs.keep_parse(&raw.file_id, &summary);
+        self.docs.keep_doc(&summary.file_id, doc.clone());
         Ok((summary, doc))
     }
 }

@@ -5,12 +5,13 @@
 //! or removed; the session keeps what became of each.
 
 use fathom_engine::StepError;
-use fathom_parse::ParsedDoc;
+use std::sync::Arc;
 
 use crate::agent::Models;
 use crate::report::Quote;
 use crate::state::RunCtx;
 use crate::state::{CheckedBy, ClaimRecord, Outcome};
+use crate::tools::read::CachedDoc;
 use fathom_evidence::{DocSentences, Span, Verdict, closest_sentence, cut};
 use std::collections::HashMap;
 
@@ -26,7 +27,7 @@ pub(super) async fn check_sections(
     ctx: &RunCtx,
     models: Option<&Models>,
     sections: &mut [(String, Vec<Quote>)],
-    docs: &[ParsedDoc],
+    docs: &[Arc<CachedDoc>],
     pass: &str,
 ) -> Result<Vec<ClaimRecord>, StepError> {
     let mut records = Vec::new();
@@ -143,34 +144,39 @@ pub(super) async fn check_sections(
 }
 
 /// The document read at `url`.
-fn read_at<'a>(docs: &'a [ParsedDoc], url: &str) -> Option<&'a ParsedDoc> {
-    docs.iter().find(|d| d.url == url)
+fn read_at<'a>(docs: &'a [Arc<CachedDoc>], url: &str) -> Option<&'a CachedDoc> {
+    docs.iter().find(|d| d.url == url).map(|d| &**d)
 }
 
 /// The first document read whose passage supports `sentence`, with that passage.
 fn attribute<'a>(
     sentence: &str,
-    docs: &'a [ParsedDoc],
+    docs: &'a [Arc<CachedDoc>],
     read: &mut Reading,
-) -> Option<(&'a ParsedDoc, Span)> {
+) -> Option<(&'a CachedDoc, Span)> {
     docs.iter().find_map(|doc| {
         let check = read.check(sentence, doc, None);
         (check.verdict == Verdict::Supported)
             .then_some(check.span)
             .flatten()
-            .map(|span| (doc, span))
+            .map(|span| (&**doc, span))
     })
 }
 
-/// The documents' sentences as read for checking, by URL and page.
+/// The documents' sentences as read for checking, by URL and page: a whole document's are
+/// kept with the document (see [`CachedDoc`]), a page's are read here once.
 #[derive(Default)]
-struct Reading(HashMap<(String, Option<u32>), DocSentences>);
+struct Reading(HashMap<(String, u32), DocSentences>);
 
 impl Reading {
-    fn check(&mut self, claim: &str, doc: &ParsedDoc, page: Option<u32>) -> fathom_evidence::Check {
-        self.0
-            .entry((doc.url.clone(), page))
-            .or_insert_with(|| DocSentences::of(doc, page))
-            .check(claim, page)
+    fn check(&mut self, claim: &str, doc: &CachedDoc, page: Option<u32>) -> fathom_evidence::Check {
+        match page {
+            None => doc.sentences().check(claim, None),
+            Some(p) => self
+                .0
+                .entry((doc.url.clone(), p))
+                .or_insert_with(|| DocSentences::of(doc, page))
+                .check(claim, page),
+        }
     }
 }

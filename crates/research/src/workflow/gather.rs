@@ -222,7 +222,7 @@ pub(super) async fn fetch_parse_sources(
         )
         .call(
             &ctx,
-            || async move { tools.parse_raw(&raw).await.map(|(summary, _)| summary) },
+            || async move { tools.parse_raw(&raw).await },
             ParsedSummary::to_text,
             |p| serde_json::to_value(p).unwrap_or(Value::Null),
         )

@@ -18,7 +18,8 @@ use crate::state::{ArtifactRef, Gathered, SessionStatus};
 use crate::state::{ClaimRecord, Outcome};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
-use crate::writer::{draft_sections, drop_repeats, pack_patches};
+use crate::tools::read::CachedDoc;
+use crate::writer::{Weighed, draft_weighed, drop_repeats, pack_patches};
 use fathom_evidence::best_passages;
 
 pub(super) async fn synthesize_and_patch(
@@ -37,11 +38,11 @@ pub(super) async fn synthesize_and_patch(
     // Every document read, parsed: the extractive writer draws on them and each cited
     // sentence is checked against them.
     let read = state.gathered.as_ref().map_or(&ev.docs, |g| &g.read);
-    let mut docs: Vec<ParsedDoc> = Vec::with_capacity(read.len());
+    let mut docs: Vec<Arc<CachedDoc>> = Vec::with_capacity(read.len());
     for d in read {
         docs.push(
             deps.tools
-                .parsed_doc(&d.file_id)
+                .read_doc(&d.file_id)
                 .await
                 .map_err(StepError::failed)?,
         );
@@ -204,7 +205,7 @@ fn summarize(sections: &mut Vec<(String, Vec<Quote>)>) {
 
 /// Findings for a simple answer: from each document read, its best sentences for the
 /// question (from the passages that match it best).
-fn direct_findings(question: &str, read: &[ParsedRef], docs: &[ParsedDoc]) -> Gathered {
+fn direct_findings(question: &str, read: &[ParsedRef], docs: &[Arc<CachedDoc>]) -> Gathered {
     let read_docs: Vec<ReadDoc> = read
         .iter()
         .zip(docs)
@@ -241,13 +242,21 @@ fn left_out(claims: &mut [ClaimRecord], dropped: Vec<(String, String)>) -> usize
 async fn extractive(
     question: &str,
     outline: &[String],
-    docs: &[ParsedDoc],
+    docs: &[Arc<CachedDoc>],
     per_section: usize,
 ) -> Result<Vec<(String, Vec<Quote>)>, StepError> {
     let (question, outline, docs) = (question.to_string(), outline.to_vec(), docs.to_vec());
-    tokio::task::spawn_blocking(move || draft_sections(&question, &outline, &docs, per_section))
-        .await
-        .map_err(|e| StepError::failed(format!("writer crashed: {e}")))
+    tokio::task::spawn_blocking(move || {
+        let weighed: Vec<_> = docs.iter().map(|d| d.weighed()).collect();
+        let read: Vec<(&ParsedDoc, &Weighed)> = docs
+            .iter()
+            .map(|d| &***d)
+            .zip(weighed.iter().map(|w| &**w))
+            .collect();
+        draft_weighed(&question, &outline, &read, per_section)
+    })
+    .await
+    .map_err(|e| StepError::failed(format!("writer crashed: {e}")))
 }
 
 /// The Markdown a patch adds, as a reader sees it streamed (citation numbers aside).
