@@ -11,7 +11,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+};
 use sqlx::{Row, SqliteConnection};
 
 use fathom_parse::text::words;
@@ -87,7 +89,21 @@ pub struct Corpus {
     /// Files that only gather what other files say (a printable all-in-one page), found after
     /// each refresh: search leaves them out, so a passage is found on its most specific page.
     aggregates: std::sync::RwLock<Option<Arc<HashSet<String>>>>,
+    /// How many passages there are and how many hold each term looked up, for telling
+    /// common terms (see [`COMMON_SHARE`]); counting a common term's passages reads its
+    /// whole posting list, so each is counted once per change of the index.
+    passage_counts: std::sync::Mutex<PassageCounts>,
 }
+
+/// See [`Corpus::passage_counts`].
+#[derive(Default)]
+struct PassageCounts {
+    total: Option<i64>,
+    with_term: HashMap<String, i64>,
+}
+
+/// Terms whose passage count is kept at most (all are forgotten at the bound).
+const COUNTED_TERMS: usize = 20_000;
 
 /// Share of a file's passages that must stand word for word in other files for it to be an
 /// aggregate of them...
@@ -154,6 +170,7 @@ impl Corpus {
             pool,
             parser: ContentParser::default(),
             aggregates: std::sync::RwLock::new(None),
+            passage_counts: Default::default(),
         };
         corpus.migrate().await?;
         Ok(corpus)
@@ -282,6 +299,7 @@ impl Corpus {
         tx.commit().await.map_err(ie)?;
         if changed {
             *self.aggregates.write().unwrap_or_else(|e| e.into_inner()) = None;
+            *self.counts() = PassageCounts::default();
         }
         report.skipped.sort();
         report.indexed =
@@ -385,29 +403,42 @@ impl Corpus {
                 break;
             }
         }
+        // The snippets of the passages kept, in one statement.
+        let ids = serde_json::to_string(&kept.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+            .unwrap_or_else(|_| "[]".into());
+        let rows = sqlx::query(
+            "SELECT passages.rowid, passages.path, files.title, passages.heading, \
+             snippet(passages, 3, '', '', '…', 40) \
+             FROM passages JOIN files ON files.path = passages.path \
+             WHERE passages MATCH ? AND passages.rowid IN (SELECT value FROM json_each(?))",
+        )
+        .bind(&expr)
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| index_err(&self.index_path, e))?;
+        let mut found: HashMap<i64, SqliteRow> = rows.into_iter().map(|r| (r.get(0), r)).collect();
         let mut hits = Vec::with_capacity(kept.len());
         for (rowid, score) in kept {
-            let r = sqlx::query(
-                "SELECT passages.path, files.title, passages.heading, \
-                 snippet(passages, 3, '', '', '…', 40) \
-                 FROM passages JOIN files ON files.path = passages.path \
-                 WHERE passages MATCH ? AND passages.rowid = ?",
-            )
-            .bind(&expr)
-            .bind(rowid)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| index_err(&self.index_path, e))?;
-            let path: String = r.get(0);
+            let Some(r) = found.remove(&rowid) else {
+                continue;
+            };
+            let path: String = r.get(1);
             hits.push(SearchHit {
                 url: file_url(&self.root.join(&path)),
-                title: r.get(1),
-                heading: r.get(2),
-                snippet: r.get(3),
+                title: r.get(2),
+                heading: r.get(3),
+                snippet: r.get(4),
                 score,
             });
         }
         Ok(hits)
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, PassageCounts> {
+        self.passage_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// `terms` less those found in more than [`COMMON_SHARE`] of the passages ("rust" in a
@@ -418,18 +449,39 @@ impl Corpus {
             return Ok(terms);
         }
         let e = |e| index_err(&self.index_path, e);
-        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM passages_docsize")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(e)?;
+        let known = self.counts().total;
+        let total = match known {
+            Some(n) => n,
+            None => {
+                let n: i64 = sqlx::query_scalar("SELECT count(*) FROM passages_docsize")
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(e)?;
+                self.counts().total = Some(n);
+                n
+            }
+        };
         let mut kept = Vec::with_capacity(terms.len());
         let mut common = Vec::new();
         for t in terms {
-            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM passages WHERE passages MATCH ?")
-                .bind(fts_phrase(&t))
-                .fetch_one(&self.pool)
-                .await
-                .map_err(e)?;
+            let known = self.counts().with_term.get(&t).copied();
+            let n = match known {
+                Some(n) => n,
+                None => {
+                    let n: i64 =
+                        sqlx::query_scalar("SELECT count(*) FROM passages WHERE passages MATCH ?")
+                            .bind(fts_phrase(&t))
+                            .fetch_one(&self.pool)
+                            .await
+                            .map_err(e)?;
+                    let mut counts = self.counts();
+                    if counts.with_term.len() >= COUNTED_TERMS {
+                        counts.with_term.clear();
+                    }
+                    counts.with_term.insert(t.clone(), n);
+                    n
+                }
+            };
             if n as f64 > COMMON_SHARE * total as f64 {
                 common.push(t);
             } else {
