@@ -198,6 +198,8 @@ struct Candidate {
     doc_part: usize,
     /// The subject it says what it is of, if it opens that way (see [`defined_subject`]).
     defines: Vec<String>,
+    /// The terms of its first three words.
+    opening: Vec<String>,
 }
 
 /// A candidate placed among all the documents written from: its document, and its part
@@ -415,6 +417,9 @@ fn weigh(doc: &ParsedDoc) -> Weighed {
             let norm = tf.values().map(|v: &f64| v * v).sum::<f64>().sqrt();
             let lower = format!(" {} ", s.to_lowercase());
             let defines = defined_subject(&s);
+            let opening = fathom_parse::text::terms(
+                &s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+            );
             let dangling = DANGLING.iter().any(|w| lower.contains(w));
             let narration = NARRATION.iter().any(|w| lower.contains(w));
             let c = Candidate {
@@ -431,6 +436,7 @@ fn weigh(doc: &ParsedDoc) -> Weighed {
                 pos: at,
                 doc_part: part,
                 defines,
+                opening,
             };
             fitting.push((key, list.is_some(), Some(c)));
         }
@@ -740,6 +746,10 @@ pub fn draft_weighed(
     let mut used = vec![false; cands.len()];
     // Every sentence quoted so far, in any section: the report never says a thing twice.
     let mut quoted: Vec<usize> = Vec::new();
+    // Each candidate's greatest likeness to a sentence quoted, over the first `seen[i]` of
+    // `quoted`: brought up to date when it is next weighed, so each pair is compared once.
+    let mut likeness = vec![0.0f64; cands.len()];
+    let mut seen = vec![0usize; cands.len()];
     let mut out = Vec::new();
     for (nth, title) in outline.iter().enumerate() {
         let title_terms = terms(title);
@@ -828,14 +838,7 @@ pub fn draft_weighed(
                 }
                 // A sentence whose subject is what the question (or, for one side of a
                 // comparison, the section) is about states something of it.
-                let opening: Vec<String> = terms(
-                    &c.text
-                        .split_whitespace()
-                        .take(3)
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                );
-                if opening.iter().any(|t| focus.contains(t)) {
+                if c.opening.iter().any(|t| focus.contains(t)) {
                     // One side of a comparison, stated on its own, is what its overview needs.
                     r *= if focus_is_side { 1.8 } else { 1.3 };
                 }
@@ -860,10 +863,11 @@ pub fn draft_weighed(
                 if used[i] || rel[i] <= 0.0 || orphan {
                     continue;
                 }
-                let redundancy = quoted
-                    .iter()
-                    .map(|&j| cosine(c, &cands[j]))
-                    .fold(0.0, f64::max);
+                for &j in &quoted[seen[i]..] {
+                    likeness[i] = likeness[i].max(cosine(c, &cands[j]));
+                }
+                seen[i] = quoted.len();
+                let redundancy = likeness[i];
                 if redundancy > NEAR_DUPLICATE {
                     continue;
                 }
