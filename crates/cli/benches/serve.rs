@@ -5,8 +5,13 @@
 //! events, measured on a Fathom run first, no network — and the ratios. Both servers use
 //! SQLite and run on this machine at the same time of the same run.
 //!
+//! Also prints each server's CPU time per run (user and system, all threads, from /proc),
+//! and the ratio of Fathom's to the Python server's.
+//!
 //! `cargo bench -p fathom-cli --bench serve` (env FATHOM_BENCH_RUNS=K, FATHOM_BENCH_CLIENTS=M;
-//! the Python server comes from pyproject-compat/clients/.venv, which scripts/test.sh makes).
+//! FATHOM_BENCH_CORPUS=DIR to research another folder than the small sample corpus, the Rust
+//! book say; FATHOM_BENCH_DATABASE_URL=postgres://... to run Fathom on Postgres; the Python
+//! server comes from pyproject-compat/clients/.venv, which scripts/test.sh makes).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -51,6 +56,32 @@ impl Server {
         };
         (field("VmRSS:"), field("VmHWM:"))
     }
+
+    /// CPU time the server process has used so far (user and system, all threads), in ms.
+    fn cpu_ms(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name (which may hold spaces) and its closing parenthesis:
+        // utime and stime are the 14th and 15th of the line.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let ticks: f64 = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|v| v.parse::<f64>().ok())
+            .sum();
+        ticks * 1000.0 / clock_ticks_per_s()
+    }
+}
+
+/// The kernel's clock ticks per second, in which /proc reports CPU time.
+fn clock_ticks_per_s() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
 }
 
 /// Starts `cmd` and waits for the line containing `marker`, whose last word is the URL.
@@ -210,6 +241,8 @@ struct LoadResult {
     stuck: usize,
     idle_rss_mib: f64,
     peak_rss_mib: f64,
+    /// The server's CPU time per run that ended.
+    cpu_ms_per_run: f64,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -225,6 +258,7 @@ async fn load(server: &Server, runs: usize, clients: usize, shape: Shape) -> Loa
         .unwrap();
     one_run(&http, &server.api, clients, shape.pre).await; // warm-up
     let (idle, _) = server.memory_kib();
+    let cpu_before = server.cpu_ms();
     let began = Instant::now();
     let tasks: Vec<_> = (0..runs)
         .map(|_| {
@@ -258,6 +292,7 @@ async fn load(server: &Server, runs: usize, clients: usize, shape: Shape) -> Loa
         server.name
     );
     let wall = began.elapsed().as_secs_f64();
+    let cpu = server.cpu_ms() - cpu_before;
     let (_, peak) = server.memory_kib();
     latencies.sort_by(f64::total_cmp);
     LoadResult {
@@ -268,6 +303,7 @@ async fn load(server: &Server, runs: usize, clients: usize, shape: Shape) -> Loa
         stuck,
         idle_rss_mib: idle as f64 / 1024.0,
         peak_rss_mib: peak as f64 / 1024.0,
+        cpu_ms_per_run: cpu / (runs - stuck).max(1) as f64,
     }
 }
 
@@ -323,8 +359,9 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn report(name: &str, r: &LoadResult) {
     println!(
-        "{name:<24} {:>8.2} runs/s   resume p50 {:>7.1} ms  p99 {:>7.1} ms   rss idle {:>6.1} MiB  peak {:>6.1} MiB   streams cut short {}/{}   runs not ended {}",
+        "{name:<24} {:>8.2} runs/s   cpu {:>7.1} ms/run   resume p50 {:>7.1} ms  p99 {:>7.1} ms   rss idle {:>6.1} MiB  peak {:>6.1} MiB   streams cut short {}/{}   runs not ended {}",
         r.runs_per_s,
+        r.cpu_ms_per_run,
         r.p50,
         r.p99,
         r.idle_rss_mib,
@@ -340,22 +377,28 @@ async fn main() {
     let runs = env_usize("FATHOM_BENCH_RUNS", 16);
     let clients = env_usize("FATHOM_BENCH_CLIENTS", 3);
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus");
-    std::fs::create_dir_all(&corpus).unwrap();
-    fathom_testkit::fixtures::write_sample_corpus(&corpus);
-
+    let corpus = match std::env::var_os("FATHOM_BENCH_CORPUS") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let corpus = tmp.path().join("corpus");
+            std::fs::create_dir_all(&corpus).unwrap();
+            fathom_testkit::fixtures::write_sample_corpus(&corpus);
+            corpus
+        }
+    };
+    let database = std::env::var("FATHOM_BENCH_DATABASE_URL").unwrap_or("fathom.db".into());
+    let on = if database.starts_with("postgres") {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    println!("fathom on {on}, corpus {}", corpus.display());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fathom"));
     cmd.current_dir(tmp.path())
         .env_remove("DATABASE_URL")
         .env_remove("FATHOM_API_KEY")
-        .args([
-            "--database-url",
-            "fathom.db",
-            "serve",
-            "--port",
-            "0",
-            "--corpus",
-        ])
+        .args(["--database-url", &database])
+        .args(["serve", "--port", "0", "--corpus"])
         .arg(&corpus);
     let fathom = start(
         "fathom",
@@ -370,7 +413,7 @@ async fn main() {
         shape.pre, shape.pre_bytes, shape.post, shape.post_bytes, shape.result_bytes
     );
     let ours = load(&fathom, runs, clients, shape).await;
-    report("fathom (sqlite)", &ours);
+    report(&format!("fathom ({on})"), &ours);
     drop(fathom);
 
     let python = clients_dir().join(".venv/bin/python");
@@ -413,8 +456,9 @@ async fn main() {
     let theirs = load(&baseline, runs, clients, shape).await;
     report("llama-agents-server 0.8", &theirs);
     println!(
-        "ratios (fathom / python): throughput {:.2}x   resume p50 {:.2}x  p99 {:.2}x   peak rss {:.2}x",
+        "ratios (fathom / python): throughput {:.2}x   cpu per run {:.3}x   resume p50 {:.2}x  p99 {:.2}x   peak rss {:.2}x",
         ours.runs_per_s / theirs.runs_per_s,
+        ours.cpu_ms_per_run / theirs.cpu_ms_per_run,
         ours.p50 / theirs.p50,
         ours.p99 / theirs.p99,
         ours.peak_rss_mib / theirs.peak_rss_mib

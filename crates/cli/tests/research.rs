@@ -102,6 +102,7 @@ async fn killed_twice_then_resumed(dialect: Dialect) {
     // The reference: the same research, uninterrupted.
     let out = ok(&env.run(&env.research_args(&[&settings[..], &["-o", "reference.md"]].concat())));
     let reference = std::fs::read_to_string(report_path(&env.work, &out)).unwrap();
+    let reference_id = session_of(&out);
     assert!(reference.contains("## Sources"), "{reference}");
     assert!(
         reference.contains("[3]"),
@@ -121,7 +122,9 @@ async fn killed_twice_then_resumed(dialect: Dialect) {
         "killed inside fetch_parse_sources: {tools:?}"
     );
 
-    let id2 = env.run_until_crash(&["resume", &id], "synthesize_and_patch:2");
+    // Killed when synthesize_and_patch is done, before its commit: its report updates go
+    // on the stream with the commit, so none is there yet.
+    let id2 = env.run_until_crash(&["resume", &id], "synthesize_and_patch:commit");
     assert_eq!(id2, id);
     let tools = streamed_tools(&env.db, &id).await;
     assert_eq!(
@@ -131,8 +134,8 @@ async fn killed_twice_then_resumed(dialect: Dialect) {
     );
     assert_eq!(
         count(&tools, "update_report"),
-        2,
-        "killed inside synthesize_and_patch: {tools:?}"
+        0,
+        "killed before synthesize_and_patch committed: {tools:?}"
     );
 
     let out = ok(&env.run(&["resume", &id]));
@@ -151,6 +154,12 @@ async fn killed_twice_then_resumed(dialect: Dialect) {
     let parses = tools.iter().filter(|t| *t == "parse_content").count();
     assert!(searches >= 3 && fetches >= 3, "{tools:?}");
     assert_eq!(fetches, parses, "{tools:?}");
+    let uninterrupted = streamed_tools(&env.db, &reference_id).await;
+    assert_eq!(
+        count(&tools, "update_report"),
+        count(&uninterrupted, "update_report"),
+        "{tools:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -168,7 +168,11 @@ impl<S: Serialize + Clone> Ctx<S> {
     /// journaled call or the step. Refused while a journaled call of this step is running
     /// (parallel branches pass their events to [`Ctx::run_streamed`] instead).
     pub fn write_stream<E: Event>(&self, event: &E) -> Result<(), StepError> {
-        let env = Envelope::of(event)?;
+        self.write_envelope(Envelope::of(event)?)
+    }
+
+    /// [`Ctx::write_stream`] of an event already in its envelope.
+    pub fn write_envelope(&self, env: Envelope) -> Result<(), StepError> {
         let mut b = self.lock();
         if b.calls_in_flight > 0 {
             return Err(StepError::Failed(format!(
@@ -409,9 +413,9 @@ impl<S: Serialize + Clone> Ctx<S> {
 /// after the n-th journaled call of `<step>` has been stored, announcing it on stderr, so a
 /// test can SIGKILL it at a known point inside the step. `<step>:<label>` halts where the step
 /// calls [`Ctx::crash_point`] with that label instead (inside a call, before its result is
-/// stored). With `FATHOM_CRASH_HOLD_MS=<ms>` as well, the step is held there that long and
+/// stored), and `<step>:commit` halts when the step is done, before its commit. With `FATHOM_CRASH_HOLD_MS=<ms>` as well, the step is held there that long and
 /// then goes on (a slow step, for shutdown tests). Unset, this costs one lookup.
-async fn crash_point(step: &str, at: &str) {
+pub(crate) async fn crash_point(step: &str, at: &str) {
     type Target = Option<(String, String, Option<u64>)>;
     static TARGET: std::sync::OnceLock<Target> = std::sync::OnceLock::new();
     let target = TARGET.get_or_init(|| {

@@ -607,6 +607,7 @@ impl Engine {
                         mailbox_consumed: effects.mailbox_consumed,
                         outcome,
                     };
+                    crate::context::crash_point(step, "commit").await;
                     let receipt = self.store.commit_step(lease, &commit).await?;
                     self.notify(&run.id);
                     if done {

@@ -130,11 +130,7 @@ impl Invocation {
         F: FnOnce() -> Fut,
         Fut: Future<Output = ToolResult<T>>,
     {
-        let call = Envelope::of(&ToolCall {
-            tool_name: self.tool_name.into(),
-            tool_kwargs: self.kwargs.clone(),
-            tool_id: self.tool_id.clone(),
-        })?;
+        let call = self.call_event()?;
         let (tool_name, tool_id, kwargs) = (self.tool_name, self.tool_id.clone(), self.kwargs);
         let mut before = self.before;
         before.push(call);
@@ -143,25 +139,83 @@ impl Invocation {
             before,
             || async move { Ok::<_, std::convert::Infallible>(f().await) },
             move |result: &ToolResult<T>| {
-                let (text, raw_output, is_error) = match result {
-                    Ok(v) => (summary(v), raw(v), false),
-                    Err(e) => (e.clone(), Value::Null, true),
-                };
-                Ok(vec![Envelope::of(&ToolCallResult {
-                    tool_name: tool_name.into(),
-                    tool_kwargs: kwargs.clone(),
-                    tool_id,
-                    tool_output: ToolOutput {
-                        blocks: vec![TextBlock::new(text)],
-                        tool_name: tool_name.into(),
-                        raw_input: kwargs,
-                        raw_output,
-                        is_error,
-                    },
-                    return_direct: false,
-                })?])
+                Ok(vec![result_event(
+                    tool_name, tool_id, kwargs, result, summary, raw,
+                )?])
             },
         )
         .await
     }
+
+    /// Puts a tool call whose result the step works out from its own state (applying a
+    /// patch to the report, say) on the stream, with its result, committed with the step:
+    /// nothing to journal, as running the step again works out the same. (A call journaled
+    /// by an earlier version, which journaled these too, has its events on the stream
+    /// already.)
+    pub async fn record<S, T>(
+        self,
+        ctx: &Ctx<S>,
+        result: ToolResult<T>,
+        summary: impl FnOnce(&T) -> String,
+        raw: impl FnOnce(&T) -> Value,
+    ) -> Result<ToolResult<T>, StepError>
+    where
+        S: WorkflowState,
+    {
+        if ctx.is_journaled(&self.tool_id).await? {
+            return Ok(result);
+        }
+        let call = self.call_event()?;
+        for env in self.before {
+            ctx.write_envelope(env)?;
+        }
+        ctx.write_envelope(call)?;
+        let done = result_event(
+            self.tool_name,
+            self.tool_id,
+            self.kwargs,
+            &result,
+            summary,
+            raw,
+        )?;
+        ctx.write_envelope(done)?;
+        Ok(result)
+    }
+
+    fn call_event(&self) -> Result<Envelope, StepError> {
+        Ok(Envelope::of(&ToolCall {
+            tool_name: self.tool_name.into(),
+            tool_kwargs: self.kwargs.clone(),
+            tool_id: self.tool_id.clone(),
+        })?)
+    }
+}
+
+/// The `ToolCallResult` of a call: `summary` turns a success into the text a reader sees,
+/// `raw` into the structured output.
+fn result_event<T>(
+    tool_name: &'static str,
+    tool_id: String,
+    kwargs: Value,
+    result: &ToolResult<T>,
+    summary: impl FnOnce(&T) -> String,
+    raw: impl FnOnce(&T) -> Value,
+) -> Result<Envelope, StepError> {
+    let (text, raw_output, is_error) = match result {
+        Ok(v) => (summary(v), raw(v), false),
+        Err(e) => (e.clone(), Value::Null, true),
+    };
+    Ok(Envelope::of(&ToolCallResult {
+        tool_name: tool_name.into(),
+        tool_kwargs: kwargs.clone(),
+        tool_id,
+        tool_output: ToolOutput {
+            blocks: vec![TextBlock::new(text)],
+            tool_name: tool_name.into(),
+            raw_input: kwargs,
+            raw_output,
+            is_error,
+        },
+        return_direct: false,
+    })?)
 }

@@ -128,24 +128,20 @@ pub(super) async fn synthesize_and_patch(
         let text = patch_text(&patch);
         let kwargs = json!({"section": patch.section, "text": text});
         let limit = settings.max_report_update_size;
-        let mut trial = report.clone();
+        // Worked out from the report as the step has it: a step run again applies the same.
+        let applied = report
+            .apply(&patch, limit)
+            .map(|md| (patch, md))
+            .map_err(|e| e.to_string());
         let outcome = Invocation::new("update_report", id, kwargs)
-            .call(
+            .record(
                 &ctx,
-                || async move {
-                    trial
-                        .apply(&patch, limit)
-                        .map(|md| (patch, md))
-                        .map_err(|e| e.to_string())
-                },
+                applied,
                 |(p, _): &(Patch, String)| format!("Updated section \"{}\"", p.section),
                 |(_, md)| json!({"new_report_markdown": md}),
             )
             .await?;
-        let Ok((patch, _)) = outcome else { continue };
-        let md = report
-            .apply(&patch, limit)
-            .map_err(|e| StepError::failed(format!("journaled patch no longer applies: {e}")))?;
+        let Ok((_, md)) = outcome else { continue };
         ctx.edit_state(|s| {
             s.report = report.clone();
             s.report_markdown = md.clone();
