@@ -429,7 +429,8 @@ pub trait CollectionStore: Send + Sync + 'static {
     async fn aggregate(&self, query: &AggregateQuery) -> DataResult<AggregatePage>;
     async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> DataResult<u64>;
     /// Deletes the items matching `filter` and inserts `data` as new items, in one
-    /// transaction: an idempotent snapshot write.
+    /// transaction: an idempotent snapshot write. One record replacing the one item that
+    /// matches updates that item in place (it keeps its id and creation time).
     async fn replace_where(
         &self,
         scope: &CollectionScope,

@@ -4,8 +4,8 @@
 //! collections, searched with the Agent Data filter grammar (`llama-compat.md` §9), and
 //! content-addressed artifacts (fetched documents, parsed text, reports). Traits and the
 //! query grammar only; `fathom-store` implements them on Postgres and SQLite. The engine does
-//! not use them. [`CollectionStore::replace_where`] deletes the items matching a filter and
-//! inserts their replacement in one transaction: session snapshots are idempotent.
+//! not use them. [`CollectionStore::replace_where`] replaces the items matching a filter in
+//! one write (a lone match in place): session snapshots are idempotent.
 
 mod artifacts;
 mod collections;

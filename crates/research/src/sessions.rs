@@ -1,5 +1,5 @@
 //! Saved research sessions: the records the workflow writes to the research collection, one
-//! per run, replaced whole (delete by `research_id` plus insert, in one transaction).
+//! per run, replaced whole on every save (by `research_id`; the item keeps its id).
 
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ impl Sessions {
         Sessions { store, scope }
     }
 
-    /// Replaces the record of research `id`: delete plus insert, in one transaction.
+    /// Replaces the record of research `id` (or adds it), in one write.
     pub async fn put(&self, id: &str, record: Value) -> Result<(), DataError> {
         self.store
             .replace_where(

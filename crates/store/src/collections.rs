@@ -466,6 +466,29 @@ impl CollectionStore for SqlStore {
         filter: &Filter,
         data: Vec<Value>,
     ) -> DataResult<Vec<Item>> {
+        // The common case, one record saved again (a session after each step): its item is
+        // updated in place, in one statement, keeping its id.
+        if let [record] = data.as_slice() {
+            let d = self.dialect;
+            let mut p = Params::default();
+            let wh = where_clause(d, &mut p, scope, filter);
+            let text =
+                serde_json::to_string(record).map_err(|e| DataError::Invalid(e.to_string()))?;
+            let (text, now) = (p.text(text), p.int(now_ms()));
+            let sql = format!(
+                "UPDATE collection_items SET data = {}, updated_at = {now} WHERE {wh} RETURNING {}",
+                d.json_in(&text),
+                item_cols(d)
+            );
+            let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
+            if !rows.is_empty() {
+                self.count_commit();
+            }
+            if let [row] = rows.as_slice() {
+                return Ok(vec![item_from_row(row)?]);
+            }
+            // None matched (a first save), or several did: replaced whole below.
+        }
         let mut tx = self.begin_write().await.map_err(to_data)?;
         let mut p = Params::default();
         let wh = where_clause(self.dialect, &mut p, scope, filter);

@@ -806,15 +806,24 @@ async fn collections_aggregate(s: SqlStore) {
 
 async fn replace_where_is_idempotent(s: SqlStore) {
     let f = Filter::data_eq("research_id", "abc");
+    let mut ids = Vec::new();
     for round in 0..3 {
-        s.replace_where(
-            &scope(),
-            &f,
-            vec![json!({"research_id": "abc", "round": round})],
-        )
-        .await
-        .unwrap();
+        let items = s
+            .replace_where(
+                &scope(),
+                &f,
+                vec![json!({"research_id": "abc", "round": round})],
+            )
+            .await
+            .unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].data["round"], round);
+        ids.push(items[0].id.clone());
     }
+    assert!(
+        ids.iter().all(|id| *id == ids[0]),
+        "a record saved again keeps its item: {ids:?}"
+    );
     s.replace_where(
         &scope(),
         &Filter::data_eq("research_id", "other"),
@@ -839,6 +848,7 @@ async fn replace_where_is_idempotent(s: SqlStore) {
         "snapshot written three times left more than one item"
     );
     assert_eq!(page.items[0].data["round"], 2);
+    assert_eq!(page.items[0].id, ids[0]);
 }
 
 async fn artifacts_are_content_addressed(s: SqlStore) {
