@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow};
 use fathom_corpus::Corpus;
-use fathom_engine::EngineConfig;
+use fathom_engine::{EngineConfig, RunTracer};
 use fathom_parse::ContentParser;
 use fathom_parse::pdf::{PdfLimits, PdfSandbox};
 use fathom_research::agent::Models;
@@ -27,6 +27,10 @@ pub struct App {
     pub database_url: String,
     /// Where corpus indexes are kept.
     pub index_dir: PathBuf,
+    /// Renders this process's metrics, when it collects them (`serve`, `worker`).
+    pub metrics: Option<Arc<dyn Fn() -> String + Send + Sync>>,
+    /// Hangs runs' spans in one trace each, when traces are exported.
+    pub tracer: Option<Arc<dyn RunTracer>>,
 }
 
 impl App {
@@ -44,6 +48,8 @@ impl App {
             config,
             database_url,
             index_dir,
+            metrics: None,
+            tracer: None,
         })
     }
 
@@ -51,6 +57,7 @@ impl App {
     pub fn engine_config(&self, owner: String) -> EngineConfig {
         EngineConfig {
             owner,
+            tracer: self.tracer.clone(),
             ..self.config.engine.clone()
         }
     }

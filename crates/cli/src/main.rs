@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use commands::{eval, export, fetch, index, pdf_worker, research, serve, sessions, worker};
 use fathom_data::format_timestamp_ms;
 use fathom_engine::store::{RunFilter, RunStatus, RunStore};
+use fathom_telemetry as telemetry;
 
 #[derive(Parser)]
 #[command(
@@ -38,6 +39,10 @@ struct Cli {
     /// Print elapsed time and peak memory on stderr when done.
     #[arg(long, global = true)]
     stats: bool,
+    /// How log lines on stderr look: text, or one JSON object per line (with the run id and
+    /// step of the step they come from). Which lines: `RUST_LOG` (default: errors only).
+    #[arg(long, env = "FATHOM_LOG_FORMAT", value_enum, default_value_t = LogFormatArg::Text, global = true)]
+    log_format: LogFormatArg,
     #[command(subcommand)]
     command: Command,
 }
@@ -88,6 +93,12 @@ enum Command {
     },
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
 #[derive(Subcommand)]
 enum SessionsCommand {
     /// Lists sessions, newest first.
@@ -114,22 +125,35 @@ fn main() -> ExitCode {
 }
 
 async fn async_main(cli: Cli) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Every HTTP client of the process (the trace exporter's among them) needs it first.
+    fathom_fetch::install_tls();
+    // Metrics are collected by the processes that serve them; traces go wherever the OTLP
+    // variables say, from any command.
+    let options = telemetry::Options {
+        log_format: match cli.log_format {
+            LogFormatArg::Text => telemetry::LogFormat::Text,
+            LogFormatArg::Json => telemetry::LogFormat::Json,
+        },
+        metrics: matches!(cli.command, Command::Serve(_) | Command::Worker(_)),
+        ..Default::default()
+    };
+    let telemetry = match telemetry::Telemetry::init(&options) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("fathom: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let stats = cli.stats;
     let started = std::time::Instant::now();
-    let code = match run(cli).await {
+    let code = match run(cli, &telemetry).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("fathom: {e:#}");
             ExitCode::FAILURE
         }
     };
+    telemetry.shutdown().await;
     if stats {
         eprintln!(
             "stats: elapsed_ms={} peak_rss_kib={}",
@@ -147,9 +171,11 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn run(cli: Cli, telemetry: &telemetry::Telemetry) -> anyhow::Result<ExitCode> {
     // Loaded and checked once, for every command.
-    let app = app::App::load(cli.database_url, cli.config.as_deref(), cli.index_dir)?;
+    let mut app = app::App::load(cli.database_url, cli.config.as_deref(), cli.index_dir)?;
+    app.metrics = telemetry.metrics();
+    app.tracer = telemetry.run_tracer();
     match cli.command {
         Command::Research(args) => return research::research(&app, args).await,
         Command::Serve(args) => return serve::serve(&app, args).await,

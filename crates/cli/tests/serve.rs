@@ -202,7 +202,7 @@ async fn api_and_worker_roles_on_one_postgres() {
     }
     // Worker one holds its ten runs when the second worker joins.
     w1.wait_for_line("crash point fetch_parse_sources:2 reached");
-    let _w2 = Served::spawn(
+    let w2 = Served::spawn(
         &env,
         &["worker", "--worker-id", "w2", "--max-concurrent-runs", "10"],
         &[],
@@ -255,6 +255,32 @@ async fn api_and_worker_roles_on_one_postgres() {
     saved.sort();
     research_ids.sort();
     assert_eq!(saved, research_ids, "one session per run");
+
+    // What the operator sees: the API process that started the runs counted them; the
+    // second worker says it took over the runs whose holder died (not the ones nobody held).
+    let m = scrape(&client, &api1.root).await;
+    let wf = &[("workflow", "deep-research")];
+    assert_eq!(
+        sample(&m, "fathom_runs_started_total", wf),
+        Some(RUNS as f64),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "fathom_runs", &[wf[0], ("status", "running")]),
+        Some(0.0),
+        "{m}"
+    );
+    let m = scrape(&client, &w2.root).await;
+    let taken = sample(&m, "fathom_lease_takeovers_total", &[]).unwrap_or(0.0);
+    assert!(
+        (1.0..=10.0).contains(&taken),
+        "runs taken over from worker one: {taken}\n{m}"
+    );
+    let done = sample(&m, "fathom_runs_completed_total", wf).unwrap_or(0.0);
+    assert!(
+        done >= taken,
+        "worker two completed {done} run(s), took over {taken}"
+    );
 }
 
 /// SIGTERM reaches the process driving a research run while it is inside

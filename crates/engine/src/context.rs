@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::error::StepError;
 use crate::event::{Envelope, Event};
@@ -298,19 +299,29 @@ impl<S: Serialize + Clone> Ctx<S> {
             b.calls_in_flight += 1;
             std::mem::take(&mut b.effects.stream)
         };
-        let outcome = self.fresh(key, &mut events, before, f, tick).await;
+        let span = tracing::info_span!("journaled call", key, replayed = tracing::field::Empty);
+        let outcome = self
+            .fresh(key, &mut events, before, f, tick)
+            .instrument(span.clone())
+            .await;
         self.lock().calls_in_flight -= 1;
         let value = match outcome? {
             // Stored by an earlier execution, with its events.
-            Journaled::Found(v) => return Ok(v),
+            Journaled::Found(v) => {
+                span.record("replayed", true);
+                crate::telemetry::journaled_call(self.parts.step, "replayed");
+                return Ok(v);
+            }
             Journaled::Fresh(v) => v,
         };
+        crate::telemetry::journaled_call(self.parts.step, "made");
         events.extend(after(&value)?);
         let p = &self.parts;
         let json = serde_json::to_value(&value)?;
         let (kept, last_seq) = p
             .store
             .journal_put(&p.lease, p.scope, key, &json, &events)
+            .instrument(span)
             .await?;
         self.announce(last_seq);
         let done = {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, warn};
 
 use crate::context::CtxParts;
 use crate::error::{EngineError, StepError};
@@ -19,6 +19,7 @@ use crate::store::{
     CancelOutcome, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent, RunRecord, RunStatus,
     RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
 };
+use crate::telemetry::{self, RunTracer};
 use crate::workflow::{ErasedWorkflow, StartRefusal, Stored};
 
 #[derive(Debug, Clone)]
@@ -33,6 +34,9 @@ pub struct EngineConfig {
     /// On shutdown, how long steps in flight may take to finish before they are cut off;
     /// either way their runs' leases are let go, so another process takes them at once.
     pub shutdown_grace: Duration,
+    /// Hangs each run's step spans in one trace (OpenTelemetry), when the process exports
+    /// traces.
+    pub tracer: Option<Arc<dyn RunTracer>>,
 }
 
 impl Default for EngineConfig {
@@ -43,6 +47,7 @@ impl Default for EngineConfig {
             poll_interval: Duration::from_millis(250),
             max_concurrent_runs: 16,
             shutdown_grace: Duration::from_secs(30),
+            tracer: None,
         }
     }
 }
@@ -204,6 +209,7 @@ impl Engine {
                 StoreError::Conflict(_) => EngineError::RunExists(id.clone()),
                 other => other.into(),
             })?;
+        telemetry::run_started(workflow);
         self.wake.notify_one();
         Ok(run)
     }
@@ -273,6 +279,11 @@ impl Engine {
         // A run this process drives lets go now rather than at its next write.
         if let Some(lost) = self.lock_active().get(run_id) {
             let _ = lost.send(true);
+        }
+        if matches!(outcome, CancelOutcome::Cancelled)
+            && let Ok(Some(run)) = self.store.get_run(run_id).await
+        {
+            self.ended(&run, "cancelled");
         }
         self.notify(run_id);
         Ok(outcome)
@@ -559,13 +570,20 @@ impl Engine {
             };
             let started = Instant::now();
             let started_at = now_ms();
-            debug!(run = %run.id, step, attempt, "step start");
-            let fut = wf.run_step(
-                parts,
-                &pending.event_type,
-                pending.payload.clone(),
-                run.state.clone(),
-            );
+            let span = tracing::info_span!("step", otel.name = step, run_id = %run.id,
+                workflow = %run.workflow, step, attempt);
+            if let Some(tracer) = &self.config.tracer {
+                tracer.adopt(&span, &run.id);
+            }
+            debug!(parent: &span, "step start");
+            let fut = wf
+                .run_step(
+                    parts,
+                    &pending.event_type,
+                    pending.payload.clone(),
+                    run.state.clone(),
+                )
+                .instrument(span);
             let mut lost_wait = lost.clone();
             let outcome = tokio::select! {
                 r = tokio::time::timeout(limit, fut) => r,
@@ -610,7 +628,9 @@ impl Engine {
                     crate::context::crash_point(step, "commit").await;
                     let receipt = self.store.commit_step(lease, &commit).await?;
                     self.notify(&run.id);
+                    telemetry::step_ran(&run.workflow, step, "committed", started.elapsed());
                     if done {
+                        self.ended(&run, "completed");
                         return Ok(false);
                     }
                     if let Some(state) = commit.state {
@@ -624,6 +644,7 @@ impl Engine {
                 }) => match self.store.suspend(lease, &event_type, mailbox_seq).await? {
                     SuspendOutcome::Suspended => {
                         debug!(run = %run.id, step, %event_type, "parked");
+                        telemetry::step_ran(&run.workflow, step, "parked", started.elapsed());
                         self.notify(&run.id);
                         return Ok(false);
                     }
@@ -636,6 +657,7 @@ impl Engine {
                     let msg = err.to_string();
                     if err.is_retryable() && attempt < retry.max_attempts {
                         warn!(run = %run.id, step, attempt, error = %msg, "step failed; retrying");
+                        telemetry::step_ran(&run.workflow, step, "retried", started.elapsed());
                         self.store
                             .record_attempt_failure(lease, pending.id, &msg)
                             .await?;
@@ -648,6 +670,7 @@ impl Engine {
                         }
                     } else {
                         warn!(run = %run.id, step, attempt, error = %msg, "step failed; run failed");
+                        telemetry::step_ran(&run.workflow, step, "failed", started.elapsed());
                         let elapsed = started.elapsed().as_secs_f64();
                         self.fail_run(lease, &run, step, &msg, attempt, elapsed)
                             .await?;
@@ -745,7 +768,9 @@ impl Engine {
                 event,
             },
         )
-        .await
+        .await?;
+        self.ended(run, "failed");
+        Ok(())
     }
 
     async fn time_out(&self, lease: &Lease, run: &RunRecord, step: &str) -> Result<(), StoreError> {
@@ -760,7 +785,17 @@ impl Engine {
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let error = format!("run timed out after {timeout:.1}s in step {step}");
         self.finish(lease, run, step, StepOutcome::Failed { error, event })
-            .await
+            .await?;
+        self.ended(run, "timed_out");
+        Ok(())
+    }
+
+    /// Counts a run that ended here and closes its trace.
+    fn ended(&self, run: &RunRecord, status: &'static str) {
+        telemetry::run_ended(&run.workflow, status);
+        if let Some(tracer) = &self.config.tracer {
+            tracer.ended(&run.id, &run.workflow, run.created_at, status);
+        }
     }
 
     async fn finish(

@@ -65,6 +65,7 @@ mod executor;
 mod follow;
 mod signal;
 pub mod store;
+mod telemetry;
 mod workflow;
 
 pub use context::{Ctx, CtxParts, LIVE_FLUSH, StepEffects};
@@ -76,6 +77,7 @@ pub use event::{
 pub use executor::{Engine, EngineConfig, StartOptions, WorkerStopped};
 pub use follow::Follower;
 pub use signal::RunWatch;
+pub use telemetry::RunTracer;
 pub use workflow::{
     BoxFuture, Either, Emits, ErasedWorkflow, EventInfo, EventRole, RetryPolicy, StartRefusal,
     StepOptions, Stop, Stored, Upgrade, Workflow, WorkflowState,

@@ -128,6 +128,24 @@ pub enum FetchError {
     Connect { url: String, reason: String },
 }
 
+impl FetchError {
+    /// A short name for what went wrong, the same for every URL (a metric label).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FetchError::BadUrl(_) | FetchError::Scheme(_) | FetchError::Userinfo => "bad_url",
+            FetchError::Forbidden { .. } => "forbidden_address",
+            FetchError::Dns(..) => "dns",
+            FetchError::Robots(..) => "robots",
+            FetchError::TooManyRedirects(_) | FetchError::BadRedirect => "redirect",
+            FetchError::Status { .. } => "http_status",
+            FetchError::ContentType { .. } => "content_type",
+            FetchError::TooLarge { .. } => "too_large",
+            FetchError::Timeout { .. } => "timeout",
+            FetchError::Connect { .. } => "connect",
+        }
+    }
+}
+
 /// A fetched document.
 #[derive(Debug, Clone)]
 pub struct Fetched {
@@ -399,6 +417,13 @@ impl SafeFetcher {
 
     /// Fetches `url` under every rule above.
     pub async fn fetch(&self, url: &str) -> Result<Fetched, FetchError> {
+        let fetched = self.fetch_checked(url).await;
+        let outcome = fetched.as_ref().map_or_else(FetchError::kind, |_| "ok");
+        metrics::counter!("fathom_fetch_total", "outcome" => outcome).increment(1);
+        fetched
+    }
+
+    async fn fetch_checked(&self, url: &str) -> Result<Fetched, FetchError> {
         let deadline = Instant::now() + self.config.total_timeout;
         let mut current = Self::check_url(url)?;
         let mut redirects = Vec::new();

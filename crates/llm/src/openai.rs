@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use crate::repetition::{CHECK_EVERY, loop_cut};
 use crate::types::{
@@ -295,6 +296,57 @@ impl ChatModel for OpenAiChat {
         request: &ChatRequest,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
     ) -> Result<ChatResponse, LlmError> {
+        use tracing::field::Empty;
+        let model = self.config.model.as_str();
+        // Named as OpenTelemetry's GenAI conventions name them.
+        let span = tracing::info_span!(
+            "model call",
+            gen_ai.request.model = model,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            attempts = Empty,
+            error = Empty
+        );
+        let result = self
+            .chat_with_retries(request, on_delta)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &result {
+            Ok(r) => {
+                // Recorded as i64: the OpenTelemetry layer would send a u64 as a string.
+                span.record("attempts", i64::from(r.attempts));
+                if let Some(u) = &r.usage {
+                    let n = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
+                    span.record("gen_ai.usage.input_tokens", n(u.prompt_tokens));
+                    span.record("gen_ai.usage.output_tokens", n(u.completion_tokens));
+                    let tokens = |kind: &'static str, n: u64| {
+                        metrics::counter!("fathom_llm_tokens_total",
+                            "model" => model.to_string(), "kind" => kind)
+                        .increment(n)
+                    };
+                    tokens("input", u.prompt_tokens);
+                    tokens("output", u.completion_tokens);
+                }
+                "ok"
+            }
+            Err(e) => {
+                span.record("error", tracing::field::display(e));
+                "error"
+            }
+        };
+        metrics::counter!("fathom_llm_calls_total", "model" => model.to_string(), "outcome" => outcome)
+            .increment(1);
+        result
+    }
+}
+
+impl OpenAiChat {
+    /// One chat call, asked again on a failure worth retrying.
+    async fn chat_with_retries(
+        &self,
+        request: &ChatRequest,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+    ) -> Result<ChatResponse, LlmError> {
         let mut sending = Sending {
             schema: true,
             stream_options: true,
@@ -344,6 +396,8 @@ impl ChatModel for OpenAiChat {
                     }
                     let wait = self.backoff(attempts, retry_after);
                     tracing::warn!(model = %self.config.model, attempt = attempts, wait_ms = wait.as_millis() as u64, %why, "model call failed; retrying");
+                    metrics::counter!("fathom_llm_retries_total", "model" => self.config.model.clone())
+                        .increment(1);
                     tokio::time::sleep(wait).await;
                 }
             }

@@ -52,6 +52,18 @@ pub struct ServerConfig {
     pub heartbeat: Duration,
     /// The Agent Data collection research sessions are saved in (exports read them there).
     pub sessions: CollectionScope,
+    /// Renders this process's metrics for `GET /metrics`; none: the route answers 404.
+    pub metrics: Option<MetricsExport>,
+}
+
+/// Renders the process's metrics in the Prometheus text format.
+#[derive(Clone)]
+pub struct MetricsExport(pub Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for MetricsExport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MetricsExport")
+    }
 }
 
 impl ServerConfig {
@@ -66,6 +78,7 @@ impl ServerConfig {
                 deployment_name: "_public".into(),
                 collection: "research-sessions".into(),
             },
+            metrics: None,
         }
     }
 }
@@ -122,9 +135,10 @@ impl AppState {
 }
 
 /// What a process that serves no API (`fathom worker`) answers on its side port: the health
-/// routes, so an orchestrator can probe it.
+/// routes, so an orchestrator can probe it, and its metrics.
 pub fn health_router(state: Arc<AppState>) -> Router {
     routes::root_health()
+        .merge(routes::metrics())
         .fallback(routes::not_found)
         .with_state(state)
 }
@@ -136,6 +150,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let deployment_path = format!("/deployments/{}", state.config.deployment.name);
     let api = Router::new()
         .merge(routes::root_health())
+        .merge(routes::metrics())
         .merge(api.clone())
         .nest(&deployment_path, api.merge(deployment_health))
         .merge(Router::from(routes::agent_data_api()))

@@ -53,6 +53,50 @@ fn claimed(row: &AnyRow, owner: &str) -> StoreResult<(RunRecord, Lease)> {
     Ok((run, lease))
 }
 
+impl SqlStore {
+    /// Claims the least recently updated running run that is free (`expired`: whose lease
+    /// ran out), bumping its fence.
+    async fn claim_one(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        exclude: &[String],
+        expired: bool,
+    ) -> StoreResult<Option<(RunRecord, Lease)>> {
+        let now = now_ms();
+        let mut p = Params::default();
+        let owner_p = p.text(owner);
+        let expires = p.int(now + ttl_ms);
+        let held = if expired {
+            format!(
+                "lease_owner IS NOT NULL AND lease_expires_at < {}",
+                p.int(now)
+            )
+        } else {
+            "lease_owner IS NULL".to_string()
+        };
+        let mut candidates = format!("SELECT id FROM runs WHERE status = 'running' AND {held}");
+        if !exclude.is_empty() {
+            let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
+            candidates.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
+        }
+        candidates.push_str(" ORDER BY updated_at LIMIT 1");
+        candidates.push_str(self.dialect.skip_locked());
+        let sql = format!(
+            "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1 \
+             WHERE id = ({candidates}) RETURNING {RUN_COLS}, fence"
+        );
+        let row = p
+            .query(sql)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        let Some(row) = row else { return Ok(None) };
+        self.count_commit();
+        claimed(&row, owner).map(Some)
+    }
+}
+
 fn to_text(v: &impl serde::Serialize) -> StoreResult<String> {
     serde_json::to_string(v).map_err(|e| StoreError::Invalid(format!("unserializable value: {e}")))
 }
@@ -217,6 +261,26 @@ impl RunStore for SqlStore {
         row.as_ref().map(run_from_row).transpose()
     }
 
+    async fn count_active_runs(&self) -> StoreResult<Vec<(String, RunStatus, i64)>> {
+        let rows = sqlx::query(
+            "SELECT workflow, status, COUNT(*) AS n FROM runs \
+             WHERE status IN ('running', 'waiting') GROUP BY workflow, status",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                let workflow: String = r.try_get("workflow").map_err(db_err)?;
+                let status: String = r.try_get("status").map_err(db_err)?;
+                let n: i64 = r.try_get("n").map_err(db_err)?;
+                let status = RunStatus::parse(&status)
+                    .ok_or_else(|| StoreError::Invalid(format!("unknown run status '{status}'")))?;
+                Ok((workflow, status, n))
+            })
+            .collect()
+    }
+
     async fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunRecord>> {
         let mut p = Params::default();
         let mut sql = format!("SELECT {RUN_COLS} FROM runs WHERE 1 = 1");
@@ -266,33 +330,16 @@ impl RunStore for SqlStore {
         ttl_ms: i64,
         exclude: &[String],
     ) -> StoreResult<Option<(RunRecord, Lease)>> {
-        let now = now_ms();
-        let mut p = Params::default();
-        let owner_p = p.text(owner);
-        let expires = p.int(now + ttl_ms);
-        let now_p = p.int(now);
-        let mut candidates = format!(
-            "SELECT id FROM runs WHERE status = 'running' \
-             AND (lease_owner IS NULL OR lease_expires_at < {now_p})"
-        );
-        if !exclude.is_empty() {
-            let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
-            candidates.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
+        // Runs nobody holds first; then runs whose holder's lease ran out (a takeover, which
+        // an operator wants counted: its holder died or hangs).
+        if let Some(claim) = self.claim_one(owner, ttl_ms, exclude, false).await? {
+            return Ok(Some(claim));
         }
-        candidates.push_str(" ORDER BY updated_at LIMIT 1");
-        candidates.push_str(self.dialect.skip_locked());
-        let sql = format!(
-            "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1 \
-             WHERE id = ({candidates}) RETURNING {RUN_COLS}, fence"
-        );
-        let row = p
-            .query(sql)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err)?;
-        let Some(row) = row else { return Ok(None) };
-        self.count_commit();
-        claimed(&row, owner).map(Some)
+        let claim = self.claim_one(owner, ttl_ms, exclude, true).await?;
+        if claim.is_some() {
+            metrics::counter!("fathom_lease_takeovers_total").increment(1);
+        }
+        Ok(claim)
     }
 
     async fn claim_run(

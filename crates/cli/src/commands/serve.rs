@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use fathom_data::CollectionScope;
 use fathom_engine::{Engine, WorkerStopped};
 use fathom_research::Research;
-use fathom_server::{AppState, Deployment, ServerConfig};
+use fathom_server::{AppState, Deployment, MetricsExport, ServerConfig};
 use fathom_store::SqlStore;
 use tokio::sync::watch;
 
@@ -150,6 +150,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
             deployment_name: app.config.research.deployment_name.clone(),
             collection: app.config.research.research_collection.clone(),
         },
+        metrics: app.metrics.clone().map(MetricsExport),
         ..ServerConfig::new(deployment.clone())
     };
     let state = AppState::new(

@@ -1,12 +1,12 @@
 //! `fathom worker`: drives runs and serves no API, beside `fathom serve --no-worker`
-//! processes on the same database. Its side port answers health probes only.
+//! processes on the same database. Its side port answers health probes and `/metrics`.
 
 use std::future::IntoFuture as _;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use fathom_server::{AppState, Deployment, ServerConfig};
+use fathom_server::{AppState, Deployment, MetricsExport, ServerConfig};
 
 use super::serve::{Host, RunsArgs, Worker, host_name, shutdown_signal};
 use crate::app::App;
@@ -15,7 +15,8 @@ use crate::app::App;
 pub struct WorkerArgs {
     #[command(flatten)]
     runs: RunsArgs,
-    /// Address of the side port that answers health probes (`/health`, `/livez`, `/readyz`).
+    /// Address of the side port that answers health probes (`/health`, `/livez`, `/readyz`)
+    /// and serves `/metrics`.
     #[arg(long, env = "FATHOM_HOST", default_value = "127.0.0.1")]
     host: String,
     /// The side port; 0 picks a free one (the address is printed).
@@ -42,14 +43,17 @@ pub async fn worker(app: &App, args: WorkerArgs) -> anyhow::Result<ExitCode> {
         host.engine().clone(),
         host.store.clone(),
         host.store.clone(),
-        ServerConfig::new(Deployment::load(None)?),
+        ServerConfig {
+            metrics: app.metrics.clone().map(MetricsExport),
+            ..ServerConfig::new(Deployment::load(None)?)
+        },
     )?;
     let health =
         tokio::spawn(axum::serve(listener, fathom_server::health_router(state)).into_future());
     let worker = Worker::start(&host);
     let relay = host.store.relay_changes(host.engine().clone());
     println!(
-        "fathom: worker '{}' driving runs ({} at once); health on http://{bound}/health",
+        "fathom: worker '{}' driving runs ({} at once); health on http://{bound}/health and metrics on /metrics",
         host.engine().config().owner,
         host.engine().config().max_concurrent_runs
     );

@@ -308,3 +308,35 @@ pub async fn stored_events(store: &fathom_store::SqlStore, id: &str) -> Vec<(i64
         .map(|e| (e.seq, serde_json::to_value(&e.envelope).unwrap()))
         .collect()
 }
+
+/// `GET /metrics` from the process at `root`.
+pub async fn scrape(client: &reqwest::Client, root: &str) -> String {
+    let resp = client.get(format!("{root}/metrics")).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "GET {root}/metrics");
+    let kind = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+    resp.text().await.unwrap()
+}
+
+/// The sum of the samples of `name` (Prometheus text format) whose labels include `labels`;
+/// None when there is no such sample.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (metric, label_text) = match series.split_once('{') {
+            Some((m, rest)) => (m, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if metric != name {
+            continue;
+        }
+        let has = |(k, v): &(&str, &str)| label_text.contains(&format!("{k}=\"{v}\""));
+        if labels.iter().all(has) {
+            *found.get_or_insert(0.0) += value.parse::<f64>().expect("a sample value");
+        }
+    }
+    found
+}

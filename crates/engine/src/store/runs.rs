@@ -212,6 +212,9 @@ pub trait RunStore: Send + Sync + 'static {
     async fn create_run(&self, run: NewRun) -> StoreResult<RunRecord>;
     async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
     async fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunRecord>>;
+    /// How many runs are running and how many waiting, by workflow (for an operator's
+    /// metrics: what every process on the store sees alike).
+    async fn count_active_runs(&self) -> StoreResult<Vec<(String, RunStatus, i64)>>;
     /// Deletes a run and everything recorded for it.
     async fn delete_run(&self, id: &str) -> StoreResult<bool>;
 

@@ -42,6 +42,17 @@ pub trait Fetcher: Send + Sync + 'static {
     }
 }
 
+/// Counts a search by provider and outcome (ok, empty, error) for the operator's metrics.
+pub(crate) fn count_search(provider: &str, hits: &Result<Vec<SearchHit>, String>) {
+    let outcome = match hits {
+        Ok(h) if h.is_empty() => "empty",
+        Ok(_) => "ok",
+        Err(_) => "error",
+    };
+    metrics::counter!("fathom_search_total", "provider" => provider.to_string(), "outcome" => outcome)
+        .increment(1);
+}
+
 #[async_trait]
 impl SearchProvider for Corpus {
     fn name(&self) -> &str {
@@ -51,9 +62,11 @@ impl SearchProvider for Corpus {
         true
     }
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String> {
-        Corpus::search(self, query, limit)
+        let hits = Corpus::search(self, query, limit)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string());
+        count_search("corpus", &hits);
+        hits
     }
 }
 

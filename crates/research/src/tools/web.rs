@@ -240,6 +240,18 @@ impl SearchProvider for WebSearch {
     }
 
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String> {
+        let hits = self.search_with_retries(query, limit).await;
+        super::count_search(self.api.name(), &hits);
+        hits
+    }
+}
+
+impl WebSearch {
+    async fn search_with_retries(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, String> {
         let mut last = String::new();
         for attempt in 1..=self.attempts {
             let wait = match self.request(query, limit).send().await {

@@ -76,7 +76,8 @@ pub async fn stream_events(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let (tx, rx) = mpsc::channel::<StoredEvent>(64);
-    tokio::spawn(follow(state.clone(), id, after, tx));
+    let client = super::metrics::StreamClient::connected(if sse { "sse" } else { "ndjson" });
+    tokio::spawn(follow(state.clone(), id, after, tx, client));
     let events = ReceiverStream::new(rx).map(move |mut ev| {
         if !with_qualified_name {
             ev.envelope.qualified_name = None;
@@ -119,7 +120,13 @@ pub async fn stream_events(
 
 /// Sends run `id`'s events after `after` into `tx` until the stop event, the run's end, the
 /// client going away, or the server shutting down.
-async fn follow(state: AppRef, id: String, after: i64, tx: mpsc::Sender<StoredEvent>) {
+async fn follow(
+    state: AppRef,
+    id: String,
+    after: i64,
+    tx: mpsc::Sender<StoredEvent>,
+    _client: super::metrics::StreamClient,
+) {
     let mut follower = state.engine.follow(&id, after);
     let mut closing = state.closing();
     // Bounded by the run's stream; each pass hands one event on.

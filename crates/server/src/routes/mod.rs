@@ -8,6 +8,7 @@ pub mod events;
 pub mod exports;
 pub mod handlers;
 pub mod health;
+pub mod metrics;
 pub mod workflows;
 
 use std::any::Any;
@@ -59,6 +60,11 @@ pub fn root_health() -> Router<State> {
         .route("/healthz", get(health::app_health))
         .route("/livez", get(health::live))
         .route("/readyz", get(health::app_health))
+}
+
+/// `GET /metrics` (Prometheus), behind the API key when one is set.
+pub fn metrics() -> Router<State> {
+    Router::new().route("/metrics", get(metrics::metrics))
 }
 
 /// The Agent Data API. Its verbs are path segments (`/agent-data/:search`), which the router
