@@ -272,17 +272,13 @@ pub struct AppConfig {
 
 impl AppConfig {
     /// The config at `path`, else `configs/config.json` when it exists, else the built-in one.
+    /// A file may start from another, `"extends": "other.json"` (relative to it), and set
+    /// only what differs: objects are merged key by key, anything else replaced.
     pub fn load(path: Option<&Path>) -> Result<AppConfig, ConfigError> {
         let default = Path::new("configs/config.json");
         let path = path.or_else(|| default.is_file().then_some(default));
         let (source, text) = match path {
-            Some(p) => (
-                p.display().to_string(),
-                std::fs::read_to_string(p).map_err(|e| ConfigError::Read {
-                    path: p.display().to_string(),
-                    reason: e.to_string(),
-                })?,
-            ),
+            Some(p) => (p.display().to_string(), read_extended(p, 0)?.to_string()),
             None => ("(embedded)".to_string(), EMBEDDED_CONFIG.to_string()),
         };
         let base = path.and_then(Path::parent).map(Path::to_path_buf);
@@ -482,6 +478,57 @@ fn agent_roles(
     }
 }
 
+/// Files one config may extend in a chain; more is surely a loop.
+const MAX_EXTENDS: usize = 8;
+
+/// The JSON of the config file at `path`, with what it extends merged under it.
+fn read_extended(path: &Path, depth: usize) -> Result<Value, ConfigError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: shown.clone(),
+        reason: e.to_string(),
+    })?;
+    let invalid = |reason: String| ConfigError::Invalid {
+        path: shown.clone(),
+        reason,
+    };
+    let mut value: Value = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let Some(extends) = value.as_object_mut().and_then(|o| o.remove("extends")) else {
+        return Ok(value);
+    };
+    let Value::String(parent) = extends else {
+        return Err(invalid(
+            "extends: must be the path of another config file".into(),
+        ));
+    };
+    if depth >= MAX_EXTENDS {
+        return Err(invalid(format!(
+            "extends: more than {MAX_EXTENDS} files in a chain (a loop?)"
+        )));
+    }
+    let parent = path.parent().unwrap_or(Path::new(".")).join(parent);
+    let mut merged = read_extended(&parent, depth + 1)?;
+    merge(&mut merged, value);
+    Ok(merged)
+}
+
+/// Lays `over` on `base`: objects key by key, anything else replaced.
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,6 +536,53 @@ mod tests {
 
     fn shipped() -> Value {
         serde_json::from_str(EMBEDDED_CONFIG).expect("the shipped config is JSON")
+    }
+
+    #[test]
+    fn a_config_extends_another_and_sets_only_what_differs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("base.json"), EMBEDDED_CONFIG).unwrap();
+        let child = dir.path().join("child.json");
+        std::fs::write(
+            &child,
+            json!({"extends": "base.json", "search": {"provider": "searxng",
+                   "base_url": "http://searxng:8080"}, "engine": {"max_concurrent_runs": 5}})
+            .to_string(),
+        )
+        .unwrap();
+        let merged = read_extended(&child, 0).unwrap();
+        assert_eq!(merged["search"]["provider"], "searxng");
+        // Keys the child does not name come from the base, in the objects it does name too.
+        assert_eq!(
+            merged["search"]["timeout_seconds"],
+            shipped()["search"]["timeout_seconds"]
+        );
+        assert_eq!(merged["engine"]["max_concurrent_runs"], 5);
+        assert_eq!(
+            merged["engine"]["lease_ttl_seconds"],
+            shipped()["engine"]["lease_ttl_seconds"]
+        );
+        assert_eq!(merged["research"], shipped()["research"]);
+        let c = AppConfig::load(Some(&child)).unwrap();
+        assert_eq!(c.engine.max_concurrent_runs, 5);
+
+        // A loop, a missing parent and a key the loader does not know are each named.
+        std::fs::write(dir.path().join("a.json"), r#"{"extends": "b.json"}"#).unwrap();
+        std::fs::write(dir.path().join("b.json"), r#"{"extends": "a.json"}"#).unwrap();
+        let e = AppConfig::load(Some(&dir.path().join("a.json")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a loop?"), "{e}");
+        std::fs::write(&child, r#"{"extends": "gone.json"}"#).unwrap();
+        let e = AppConfig::load(Some(&child)).unwrap_err().to_string();
+        assert!(e.contains("gone.json"), "{e}");
+        std::fs::write(
+            &child,
+            r#"{"extends": "base.json", "search": {"provder": "x"}}"#,
+        )
+        .unwrap();
+        let e = AppConfig::load(Some(&child)).unwrap_err().to_string();
+        assert!(e.contains("search.provder: unknown field"), "{e}");
     }
 
     fn parse(json: &Value, env: &[(&str, &str)]) -> Result<AppConfig, String> {

@@ -18,7 +18,8 @@ use fathom_telemetry as telemetry;
 #[command(
     name = "fathom",
     version,
-    about = "Durable workflows with an approval gate; deep research over a local corpus"
+    about = "Durable workflows with an approval gate; deep research over a local corpus",
+    after_help = ENVIRONMENT
 )]
 struct Cli {
     /// SQLite file path or `sqlite:` URL, or a postgres:// URL (default:
@@ -92,6 +93,23 @@ enum Command {
         limit: i64,
     },
 }
+
+/// What the config and the process read from the environment, besides the `[env: ...]` of
+/// each option.
+const ENVIRONMENT: &str = "\
+Environment (besides each option's [env: ...]):
+  OPENAI_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY
+        the model, when the config's llm section names none (OPENAI_API_KEY: the default of
+        llm.api_key_env; empty OPENAI_MODEL: no model)
+  TAVILY_API_KEY, BRAVE_API_KEY
+        the web search key of those providers (or the variable search.api_key_env names)
+  FATHOM_WEBHOOK_SECRET, FATHOM_SMTP_URL, FATHOM_SMTP_FROM
+        report delivery by signed webhook and by email
+  OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
+  OTEL_SERVICE_NAME
+        traces over OTLP/HTTP, one per run
+  RUST_LOG
+        which log lines (default: errors)";
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LogFormatArg {

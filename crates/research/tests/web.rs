@@ -78,6 +78,10 @@ async fn fixture() -> Fixture {
             }),
         )
         .route(
+            "/searxng-html-only/search",
+            get(|| async { (StatusCode::FORBIDDEN, "403 Forbidden") }),
+        )
+        .route(
             "/tavily/search",
             post(move |headers: HeaderMap, axum::Json(body): axum::Json<Value>| async move {
                 tc.fetch_add(1, Ordering::SeqCst);
@@ -197,6 +201,15 @@ async fn providers_speak_their_formats_and_fail_usefully() {
     });
     let err = slow.search("q", 5).await.unwrap_err();
     assert!(err.contains("timed out"), "{err}");
+    // A SearxNG whose settings do not enable JSON: told so, not retried.
+    let html_only = search(SearchApi::Searxng {
+        base_url: format!("{base}/searxng-html-only"),
+    });
+    let err = html_only.search("q", 5).await.unwrap_err();
+    assert!(
+        err.contains("HTTP 403") && err.contains("search.formats"),
+        "{err}"
+    );
     // A bad key is not retried.
     let before = f.tavily_calls.load(Ordering::SeqCst);
     let bad = search(SearchApi::Tavily {

@@ -272,6 +272,14 @@ impl WebSearch {
                     last = format!("{} answered HTTP {}", self.api.name(), status.as_u16());
                     if status.as_u16() == 429 || status.is_server_error() {
                         retry_after
+                    } else if status.as_u16() == 403
+                        && matches!(self.api, SearchApi::Searxng { .. })
+                    {
+                        // What SearxNG says when its settings do not allow format=json.
+                        return Err(format!(
+                            "{last}: SearxNG serves JSON only when its settings.yml lists json \
+                             in search.formats (see configs/searxng/settings.yml)"
+                        ));
                     } else {
                         // 4xx other than 429 (a bad key, a bad query) will not get better.
                         return Err(format!("{last}; check the search settings"));
