@@ -245,3 +245,56 @@ async fn eval_measures_citations_offline_and_with_the_agent() {
         assert!(row["elapsed_ms"].as_u64().is_some(), "{row}");
     }
 }
+
+/// With a model, the reader's language reaches every prompt: the question's, detected (a
+/// German question), or the one asked for (`language=fr`), for every role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_prompt_asks_for_the_readers_language() {
+    let web = SearchAndPages::start().await;
+    let llm = Server::start(scripted_agent()).await;
+    let setup = Setup::new(&web, &llm);
+    let c = setup.corpus.to_str().unwrap().to_string();
+    for (question, set, name) in [
+        ("Was hat die Umfrage gemessen?", None, "German"),
+        (
+            "What did the survey measure?",
+            Some("language=fr"),
+            "French",
+        ),
+    ] {
+        let before = llm.requests().len();
+        let mut args = vec!["research", question, "--corpus", &c, "--yes", "-o", "r.md"];
+        if let Some(s) = set {
+            args.extend(["--set", s]);
+        }
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let s = setup.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            fathom(&s, &a).output().unwrap()
+        })
+        .await
+        .unwrap();
+        ok(out);
+        let requests = llm.requests();
+        let prompts: Vec<String> = requests[before..]
+            .iter()
+            .map(|r| fathom_testkit::agent::system_prompt(&r.body))
+            .collect();
+        // The coordinator, the planner, researchers, the reflection, the writer, the verifier.
+        assert!(prompts.len() >= 6, "{prompts:#?}");
+        for p in &prompts {
+            assert!(
+                p.contains(&format!("Write everything you write in {name}")),
+                "{p}"
+            );
+        }
+        let report = std::fs::read_to_string(setup.dir.join("r.md")).unwrap();
+        let sources = if name == "German" {
+            "## Quellen"
+        } else {
+            "## Sources"
+        };
+        assert!(report.contains(sources), "{report}");
+    }
+}

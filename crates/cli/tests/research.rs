@@ -260,6 +260,14 @@ async fn bad_input_gets_one_clear_line_and_loses_nothing() {
         &env.run(&["research", "q?", "--corpus", c, "--set", "colour=blue"]),
         "colour",
     );
+    fails_with(
+        &env.run(&["research", "q?", "--corpus", c, "--set", "language=xx"]),
+        "language: 'xx' is not a language Fathom knows; give an ISO 639-1 code: af,",
+    );
+    fails_with(
+        &env.run(&["research", "q?", "--corpus", c, "--set", "language=German"]),
+        "invalid settings: language",
+    );
     fails_with(&env.run(&["resume", "nope"]), "no research session 'nope'");
     fails_with(
         &env.run(&["sessions", "show", "nope"]),
@@ -282,6 +290,61 @@ async fn bad_input_gets_one_clear_line_and_loses_nothing() {
 
     let listed = ok(&env.run(&["sessions", "list"]));
     assert!(listed.contains(&format!("{first}  completed")), "{listed}");
+}
+
+/// The report's Markdown, from the path `fathom research` printed.
+fn report_of(env: &Env, out: &str) -> String {
+    std::fs::read_to_string(report_path(&env.work, out)).unwrap()
+}
+
+/// Headings (`## ...`) of a report.
+fn headings(report: &str) -> Vec<&str> {
+    report
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .collect()
+}
+
+/// Offline, the report's own words follow the reader's language: the question's, detected,
+/// or the one asked for; the sentences quoted stay as the (English) sources wrote them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_speaks_the_readers_language_offline() {
+    let (env, _keep) = env(Dialect::Sqlite).await;
+    let c = env.corpus.to_str().unwrap();
+    let german = "Wie funktioniert Ownership in Rust?";
+    let out = ok(&env.run(&["research", german, "--corpus", c, "--yes"]));
+    let report = report_of(&env, &out);
+    assert!(report.starts_with(&format!("# {german}\n")), "{report}");
+    let h = headings(&report);
+    assert!(h.contains(&"Quellen"), "{h:?}");
+    assert!(h.contains(&"Wie es funktioniert"), "{h:?}");
+    for english in ["Sources", "Overview", "How it works", "Examples", "Summary"] {
+        assert!(!h.contains(&english), "{english} in {h:?}");
+    }
+    assert!(
+        report.contains("owner") && report.contains("[1]"),
+        "quoted English sentences, cited: {report}"
+    );
+    let listed = ok(&env.run(&["sessions", "show", &session_of(&out)]));
+    assert!(listed.contains("Quellen"), "{listed}");
+
+    // Asked for: an English question, a French report.
+    let out = ok(&env.run(&env.research_args(&["--yes", "--set", "language=fr"])));
+    let h = headings(&report_of(&env, &out)).join(" | ");
+    assert!(h.contains("Fonctionnement") && h.contains("Sources"), "{h}");
+    assert!(!h.contains("How it works"), "{h}");
+
+    // A language the offline writer has no words in: the run goes on, in English words, and
+    // says so.
+    let out = env.run(&env.research_args(&["--yes", "--set", "language=nl"]));
+    let stdout = ok(&out);
+    let h = headings(&report_of(&env, &stdout)).join(" | ");
+    assert!(h.contains("How it works") && h.contains("Sources"), "{h}");
+    let shown = ok(&env.run(&["sessions", "show", &session_of(&stdout)]));
+    assert!(
+        shown.contains("the report's own words are in English"),
+        "{shown}"
+    );
 }
 
 /// The tool results committed to the run's stream, by tool name, in order.

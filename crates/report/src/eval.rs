@@ -6,7 +6,7 @@
 //!   the cited page, for a PDF page source) must carry the sentence's numbers, names and
 //!   negation and most of its content terms;
 //! - citation recall: claim sentences with a supporting citation, over claim sentences (every
-//!   sentence of the sections except the writer's fixed notes, [`WRITER_NOTES`]).
+//!   sentence of the sections except the writer's fixed notes).
 //!
 //! [`facts`] measures what the report says against a hand-written answer key: key-fact
 //! recall and whether the right page is cited.
@@ -23,11 +23,6 @@ use crate::report::{Report, citations};
 use fathom_evidence::{Verdict, check_claim};
 use fathom_parse::ParsedDoc;
 use fathom_parse::text::sentences;
-
-/// What the writers put in a section in place of claims, word for word (the offline writer's
-/// note for a section nothing covered, in `crate::writer::pack_patches`). Not claims, so not
-/// counted against recall.
-pub const WRITER_NOTES: &[&str] = &[crate::writer::NOTHING_COVERED];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CitationCheck {
@@ -111,14 +106,17 @@ pub fn check_citations(report: &Report, read: &[ParsedDoc]) -> CitationCheck {
     out
 }
 
-/// A fixed note as the report stores it: the note itself, set in italics (`_note_`).
+/// A fixed note as the report stores it: the note itself, set in italics (`_note_`). What
+/// the writers put in a section in place of claims, word for word (the offline writer's note
+/// for a section nothing covered, in any language: `crate::writer::pack_patches`), is not a
+/// claim, so not counted against recall.
 fn is_writer_note(paragraph: &str) -> bool {
     let s = paragraph.trim();
     let bare = s
         .strip_prefix('_')
         .and_then(|s| s.strip_suffix('_'))
         .unwrap_or(s);
-    WRITER_NOTES.contains(&bare)
+    crate::lang::nothing_covered_notes().any(|n| n == bare)
 }
 
 /// A paragraph's sentences, each with the markers that follow it (`text. [1]`).

@@ -11,6 +11,7 @@
 //! nothing of runs, journals or models.
 
 pub mod eval;
+pub mod lang;
 pub mod question;
 pub mod report;
 pub mod writer;

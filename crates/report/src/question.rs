@@ -14,34 +14,78 @@ pub enum Form {
     General,
 }
 
+/// Words that open a comparison's two subjects ("difference between A and B"), and the word
+/// that joins them, in the languages the offline writer knows.
+const COMPARISON_OPENERS: &[(&str, &[&str])] = &[
+    ("differences between ", &[" and ", " with "]),
+    ("difference between ", &[" and ", " with "]),
+    ("unterschiede zwischen ", &[" und "]),
+    ("unterschied zwischen ", &[" und "]),
+    ("différences entre ", &[" et "]),
+    ("différence entre ", &[" et "]),
+    ("diferencias entre ", &[" y "]),
+    ("diferencia entre ", &[" y "]),
+];
+
+/// Openings that ask how, why, or what something is, in English, German, French, Spanish and
+/// Chinese (which has no spaces, so its markers are looked for anywhere).
+const MECHANISM: &[&str] = &["how", "wie", "comment", "cómo", "como"];
+const REASONS: &[&str] = &["why", "warum", "wieso", "weshalb", "pourquoi", "porqué"];
+const DEFINITION_PHRASES: &[&str] = &[
+    "what is ",
+    "what are ",
+    "define ",
+    "who is ",
+    "was ist ",
+    "was sind ",
+    "wer ist ",
+    "qu'est-ce ",
+    "qu’est-ce ",
+    "que signifie ",
+    "qué es ",
+    "que es ",
+    "qué son ",
+];
+
 pub fn form_of(question: &str) -> Form {
-    let q = question.trim().trim_end_matches('?').to_lowercase();
+    let q = question
+        .trim()
+        .trim_start_matches(['¿', '¡'])
+        .trim_end_matches(['?', '？'])
+        .trim()
+        .to_lowercase();
     for sep in [" vs. ", " vs ", " versus "] {
         if let Some((a, b)) = q.split_once(sep) {
             let a = a.trim_start_matches("compare ").trim();
             return comparison(a, b);
         }
     }
-    if let Some(rest) = q
-        .strip_prefix("compare ")
-        .or_else(|| q.split_once("difference between ").map(|(_, r)| r))
-        .or_else(|| q.split_once("differences between ").map(|(_, r)| r))
-        && let Some((a, b)) = rest
-            .split_once(" and ")
+    let opened = COMPARISON_OPENERS.iter().find_map(|(opener, joins)| {
+        let rest = q.split_once(opener)?.1;
+        joins.iter().find_map(|j| rest.split_once(j))
+    });
+    let compared = q.strip_prefix("compare ").and_then(|rest| {
+        rest.split_once(" and ")
             .or_else(|| rest.split_once(" with "))
-    {
+    });
+    if let Some((a, b)) = opened.or(compared) {
         return comparison(a, b);
     }
     let first = q.split_whitespace().next().unwrap_or("");
-    match first {
-        "how" => Form::Mechanism,
-        "why" => Form::Reasons,
-        "what" | "define" | "who"
-            if q.contains(" is ") || q.contains(" are ") || first == "define" =>
-        {
-            Form::Definition
-        }
-        _ => Form::General,
+    let opens = |phrases: &[&str]| phrases.iter().any(|p| q.starts_with(p));
+    if q.starts_with("por qué") || REASONS.contains(&first) || q.contains("为什么") {
+        Form::Reasons
+    } else if MECHANISM.contains(&first) || ["如何", "怎么", "怎样"].iter().any(|m| q.contains(m))
+    {
+        Form::Mechanism
+    } else if (first == "what" && (q.contains(" is ") || q.contains(" are ")))
+        || opens(DEFINITION_PHRASES)
+        || q.starts_with("什么是")
+        || q.contains("是什么")
+    {
+        Form::Definition
+    } else {
+        Form::General
     }
 }
 
@@ -75,4 +119,46 @@ pub fn topic_of(text: &str) -> String {
         }
     }
     seen.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_form_is_read_in_five_languages() {
+        for (q, form) in [
+            ("How does ownership work in Rust?", Form::Mechanism),
+            ("Wie funktioniert Ownership in Rust?", Form::Mechanism),
+            ("Comment fonctionne l'emprunt en Rust ?", Form::Mechanism),
+            ("¿Cómo funciona el préstamo en Rust?", Form::Mechanism),
+            ("Rust 的所有权是如何工作的？", Form::Mechanism),
+            ("Why does Rust have lifetimes?", Form::Reasons),
+            ("Warum hat Rust Lebensdauern?", Form::Reasons),
+            ("Pourquoi Rust a-t-il des durées de vie ?", Form::Reasons),
+            ("¿Por qué Rust tiene tiempos de vida?", Form::Reasons),
+            ("为什么 Rust 需要生命周期？", Form::Reasons),
+            ("What is a trait?", Form::Definition),
+            ("Was ist ein Trait?", Form::Definition),
+            ("Qu'est-ce qu'un trait ?", Form::Definition),
+            ("¿Qué es un trait?", Form::Definition),
+            ("什么是 trait？", Form::Definition),
+            ("Rust traits", Form::General),
+        ] {
+            assert_eq!(form_of(q), form, "{q}");
+        }
+        for q in [
+            "Box vs Rc",
+            "What is the difference between Box and Rc?",
+            "Was ist der Unterschied zwischen Box und Rc?",
+            "Quelle est la différence entre Box et Rc ?",
+            "¿Cuál es la diferencia entre Box y Rc?",
+        ] {
+            assert_eq!(
+                form_of(q),
+                Form::Comparison("box".into(), "rc".into()),
+                "{q}"
+            );
+        }
+    }
 }

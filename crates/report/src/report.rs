@@ -29,6 +29,9 @@ pub struct Report {
     pub notice: Option<String>,
     pub sections: Vec<Section>,
     pub sources: Vec<Source>,
+    /// The language of the report's own words (ISO 639-1; empty: English).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub language: String,
 }
 
 /// A sentence to add, with the document it was taken from.
@@ -77,6 +80,12 @@ impl Report {
             title: title.split_whitespace().collect::<Vec<_>>().join(" "),
             ..Default::default()
         }
+    }
+
+    /// The report with its own words (the sources heading) in language `code`.
+    pub fn in_language(mut self, code: &str) -> Report {
+        self.language = code.to_string();
+        self
     }
 
     /// The number of a source, listed on first use. A page of a PDF is a source of its own
@@ -168,7 +177,10 @@ impl Report {
             }
         }
         if !self.sources.is_empty() {
-            md.push_str("\n## Sources\n\n");
+            md.push_str(&format!(
+                "\n## {}\n\n",
+                crate::lang::words(&self.language).sources
+            ));
             for s in &self.sources {
                 md.push_str(&format!(
                     "{}. {} — {}\n",

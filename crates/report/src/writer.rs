@@ -752,7 +752,8 @@ pub fn draft_weighed(
     let mut seen = vec![0usize; cands.len()];
     let mut out = Vec::new();
     for (nth, title) in outline.iter().enumerate() {
-        let title_terms = terms(title);
+        // A title of the planner's own in another language cues what its English one does.
+        let title_terms = terms(crate::lang::in_english(title));
         let mut cue_terms: Vec<String> = title_terms
             .iter()
             .filter(|t| !q_terms.contains(t))
@@ -928,9 +929,6 @@ pub fn draft_weighed(
     out
 }
 
-/// What a section says when no source read covered it.
-pub const NOTHING_COVERED: &str = "None of the sources read covered this section.";
-
 /// Share of the shorter sentence's content terms the longer must hold for the two to say the
 /// same thing.
 const REPEAT_OVERLAP: f64 = 0.8;
@@ -998,7 +996,8 @@ pub fn pack_patches(
             }
         }
         if current.quotes.is_empty() && !sim.sections.iter().any(|s| &s.title == title) {
-            current.note = Some(NOTHING_COVERED.into());
+            // What a section says when no source read covered it.
+            current.note = Some(crate::lang::words(&report.language).nothing_covered.into());
         }
         if !current.quotes.is_empty() || current.note.is_some() {
             sim.apply(&current, limit).ok();

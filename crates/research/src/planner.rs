@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use fathom_corpus::SearchHit;
 use fathom_parse::text::terms;
+use fathom_report::lang;
 use fathom_report::question::{Form, form_of, topic_of};
 
 /// A research plan, as proposed by `decompose_query` and approved (or edited) at the gate.
@@ -134,12 +135,13 @@ const BACKGROUND_QUERIES: usize = 2;
 const BACKGROUND_SECTIONS: usize = 1;
 
 /// A one-step plan for a quick look (the `web` mode): the question itself, answered in one
-/// section with its details after.
-pub fn one_step(question: &str) -> Plan {
+/// section with its details after; section titles in language `language`.
+pub fn one_step(question: &str, language: &str) -> Plan {
     let question = question.split_whitespace().collect::<Vec<_>>().join(" ");
+    let w = lang::words(language);
     Plan {
-        queries: vec![question.trim_end_matches('?').to_string()],
-        outline: vec!["Answer".into(), "Details".into()],
+        queries: vec![question.trim_end_matches(['?', '？']).to_string()],
+        outline: vec![w.answer.into(), w.details.into()],
         question,
         ..Default::default()
     }
@@ -170,13 +172,15 @@ fn background_headings(topic: &str, background: &[SearchHit]) -> Vec<String> {
 /// Drafts a plan for `question`, steered by the feedback and answers of earlier rounds and by
 /// what a first look at the local sources found (`background`): headings there that name the
 /// question's subject become queries, and the best of them a section, so the plan asks the
-/// corpus in its own words.
+/// corpus in its own words. The outline's own titles are in language `language`.
 pub fn decompose_query(
     question: &str,
     feedback: &[String],
     answers: &[String],
     background: &[SearchHit],
+    language: &str,
 ) -> Plan {
+    let w = lang::words(language);
     let question = question.split_whitespace().collect::<Vec<_>>().join(" ");
     let topic = topic_of(&question);
     let form = form_of(&question);
@@ -216,14 +220,17 @@ pub fn decompose_query(
 
     let mut outline = Vec::new();
     let mut queries = Vec::new();
-    push_unique(&mut queries, question.trim_end_matches('?').to_string());
+    push_unique(
+        &mut queries,
+        question.trim_end_matches(['?', '？']).to_string(),
+    );
     match &form {
         Form::Comparison(a, b) => {
             for s in [
-                format!("Overview of {a}"),
-                format!("Overview of {b}"),
-                format!("Differences between {a} and {b}"),
-                "When to use each".to_string(),
+                w.overview_of(a),
+                w.overview_of(b),
+                w.differences(a, b),
+                w.when_to_use_each.to_string(),
             ] {
                 push_unique(&mut outline, s);
             }
@@ -232,25 +239,14 @@ pub fn decompose_query(
             push_unique(&mut queries, format!("{a} {b} difference"));
         }
         Form::Definition => {
-            for s in [
-                "Definition",
-                "How it works",
-                "Examples",
-                "Pitfalls and errors",
-            ] {
+            for s in [w.definition, w.how_it_works, w.examples, w.pitfalls] {
                 push_unique(&mut outline, s.to_string());
             }
             push_unique(&mut queries, topic.clone());
             push_unique(&mut queries, format!("{topic} example"));
         }
         Form::Mechanism => {
-            for s in [
-                "Overview",
-                "How it works",
-                "Rules and constraints",
-                "Examples",
-                "Pitfalls and errors",
-            ] {
+            for s in [w.overview, w.how_it_works, w.rules, w.examples, w.pitfalls] {
                 push_unique(&mut outline, s.to_string());
             }
             push_unique(&mut queries, topic.clone());
@@ -258,19 +254,14 @@ pub fn decompose_query(
             push_unique(&mut queries, format!("{topic} example"));
         }
         Form::Reasons => {
-            for s in [
-                "Background",
-                "Reasons and motivation",
-                "Trade-offs",
-                "Examples",
-            ] {
+            for s in [w.background, w.reasons, w.tradeoffs, w.examples] {
                 push_unique(&mut outline, s.to_string());
             }
             push_unique(&mut queries, topic.clone());
             push_unique(&mut queries, format!("{topic} reason benefit"));
         }
         Form::General => {
-            for s in ["Overview", "Key concepts", "Examples", "Limitations"] {
+            for s in [w.overview, w.key_concepts, w.examples, w.limitations] {
                 push_unique(&mut outline, s.to_string());
             }
             push_unique(&mut queries, topic.clone());
@@ -301,7 +292,7 @@ pub fn decompose_query(
         .collect();
     let at = outline
         .iter()
-        .position(|o| o.starts_with("Examples"))
+        .position(|o| o.starts_with(w.examples))
         .unwrap_or(outline.len());
     for (i, s) in new_sections.into_iter().enumerate() {
         if !outline.iter().any(|o| o.eq_ignore_ascii_case(&s)) {
@@ -325,7 +316,7 @@ mod tests {
 
     #[test]
     fn how_questions_get_a_mechanism_outline_and_focused_queries() {
-        let p = decompose_query("How does ownership work in Rust?", &[], &[], &[]);
+        let p = decompose_query("How does ownership work in Rust?", &[], &[], &[], "en");
         assert!(p.clarifying_questions.is_empty());
         assert_eq!(p.outline[1], "How it works");
         assert!(
@@ -335,13 +326,13 @@ mod tests {
         );
         assert_eq!(
             p,
-            decompose_query("How does  ownership work in Rust?", &[], &[], &[])
+            decompose_query("How does  ownership work in Rust?", &[], &[], &[], "en")
         );
     }
 
     #[test]
     fn comparisons_name_both_subjects() {
-        let p = decompose_query("Compare Box and Rc", &[], &[], &[]);
+        let p = decompose_query("Compare Box and Rc", &[], &[], &[], "en");
         assert_eq!(p.outline[0], "Overview of box");
         assert!(
             p.outline
@@ -351,15 +342,16 @@ mod tests {
 
     #[test]
     fn vague_questions_ask_for_clarification_and_answers_steer() {
-        let p = decompose_query("stuff", &[], &[], &[]);
+        let p = decompose_query("stuff", &[], &[], &[], "en");
         assert_eq!(p.clarifying_questions.len(), 2);
-        let p = decompose_query("traits", &[], &[], &[]);
+        let p = decompose_query("traits", &[], &[], &[], "en");
         assert_eq!(p.clarifying_questions.len(), 2);
         let p = decompose_query(
             "traits",
             &["focus on generics and trait objects".into()],
             &[],
             &[],
+            "en",
         );
         assert!(p.clarifying_questions.is_empty());
         assert!(
@@ -386,7 +378,13 @@ mod tests {
             hit("What Is Ownership?", "The Stack and the Heap"),
             hit("References and Borrowing", "Dangling References"),
         ];
-        let p = decompose_query("How does ownership work in Rust?", &[], &[], &background);
+        let p = decompose_query(
+            "How does ownership work in Rust?",
+            &[],
+            &[],
+            &background,
+            "en",
+        );
         assert!(
             p.queries.contains(&"Ownership Rules".to_string()),
             "{:?}",
@@ -410,6 +408,7 @@ mod tests {
                 "References and Borrowing",
                 "Mutable borrowing of references",
             )],
+            "en",
         );
         assert!(
             p.outline

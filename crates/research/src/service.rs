@@ -158,6 +158,13 @@ pub fn check_start(
             problems.push(format!("deliver_email: {e}"));
         }
     }
+    let language = checked.language.as_str();
+    if !language.is_empty() && fathom_report::lang::name(language).is_none() {
+        problems.push(format!(
+            "language: '{language}' is not a language Fathom knows; give an ISO 639-1 code: {}",
+            fathom_report::lang::codes().collect::<Vec<_>>().join(", ")
+        ));
+    }
     if !problems.is_empty() {
         return Err(SettingsError(problems).into());
     }

@@ -41,6 +41,10 @@ pub struct Settings {
     /// the server's SMTP relay (`FATHOM_SMTP_URL`, `FATHOM_SMTP_FROM`).
     #[serde(default)]
     pub deliver_email: Vec<String>,
+    /// The language the report is written in (ISO 639-1: `de`, `fr`, ...); empty: the
+    /// question's, detected when the run starts (and then stored here).
+    #[serde(default)]
+    pub language: String,
 }
 
 impl Settings {

@@ -126,6 +126,10 @@ pub struct ResearchState {
     /// What became of the deliveries the run asked for (webhook, email).
     #[serde(default)]
     pub delivery: Option<crate::delivery::DeliveryRecord>,
+    /// What a reader should know of how the report was made, when no agent gathered for it
+    /// (the agent's notes are in `gathered`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl ResearchState {
@@ -153,7 +157,7 @@ impl ResearchState {
             "tokens_used": self.tokens_used,
             "findings": self.gathered.as_ref().map(|g| &g.findings),
             "cut_short": self.gathered.as_ref().and_then(|g| g.cut_short.as_ref()),
-            "notes": self.gathered.as_ref().map(|g| &g.notes),
+            "notes": self.gathered.as_ref().map_or(&self.notes, |g| &g.notes),
             "claims": self.claims,
             "parent_id": self.parent.as_ref().map(|p| &p.research_id),
             "parent_query": self.parent.as_ref().map(|p| &p.query),

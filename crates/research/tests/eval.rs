@@ -64,6 +64,7 @@ fn precision_and_recall_of_a_report_over_real_documents() {
     let report = Report {
         title: "How does ownership work?".into(),
         notice: None,
+        language: String::new(),
         sections: vec![
             Section {
                 title: "Ownership".into(),
@@ -230,6 +231,7 @@ fn list_and_tuple_report() -> Report {
     Report {
         title: "What is the difference between a list and a tuple? Tuples are immutable.".into(),
         notice: Some("Lists are mutable.".into()),
+        language: String::new(),
         sections: vec![
             Section {
                 title: "Tuples are immutable".into(),

@@ -72,6 +72,9 @@ pub async fn show(app: &App, id: &str) -> anyhow::Result<()> {
                 .map_or(String::new(), |r| format!(" ({r})"))
         );
     }
+    for note in s["notes"].as_array().into_iter().flatten() {
+        println!("note      {}", note.as_str().unwrap_or(""));
+    }
     if let Some(md) = s["report_markdown"].as_str().filter(|m| !m.is_empty()) {
         println!("\n{md}");
     }

@@ -40,7 +40,7 @@ pub async fn route(
 ) -> Result<Route, StepError> {
     let request = ChatRequest {
         messages: vec![
-            Message::system(SYSTEM),
+            super::system(ctx, SYSTEM),
             Message::user(format!("Question: {question}")),
         ],
         response_format: Some(ResponseFormat {

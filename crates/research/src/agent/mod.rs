@@ -20,6 +20,24 @@ use serde_json::Value;
 use crate::events::{AgentInput, AgentOutput, AgentStream, ChatMessage, ToolSelection};
 use crate::state::RunCtx;
 
+/// The run's language (ISO 639-1), as fixed when it started.
+pub(crate) fn language(ctx: &RunCtx) -> String {
+    ctx.read_state(|s| s.settings.as_ref().map(|x| x.language.clone()))
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| fathom_report::lang::DEFAULT.to_string())
+}
+
+/// A role's system prompt, asking for the run's language: everything the model writes (plans,
+/// findings, sections, reasons) is in it, while what it quotes stays as written.
+pub(crate) fn system(ctx: &RunCtx, prompt: &str) -> Message {
+    let code = language(ctx);
+    let name = fathom_report::lang::name(&code).unwrap_or("English");
+    Message::system(format!(
+        "{prompt}\n\nWrite everything you write in {name} (language code {code}), whatever \
+         language the sources are in; quote a source's words only as they are written."
+    ))
+}
+
 /// The model settings of each role (all three, or the agent is not used).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentRoles {

@@ -66,7 +66,7 @@ pub async fn plan(
     for a in answers {
         prompt.push_str(&format!("\nAnswer to a clarifying question: {a}"));
     }
-    let mut messages = vec![Message::system(SYSTEM), Message::user(prompt)];
+    let mut messages = vec![super::system(ctx, SYSTEM), Message::user(prompt)];
     let mut problem = String::new();
     // A second attempt is told what was wrong with the first.
     for attempt in 1..=2 {
@@ -116,7 +116,9 @@ pub async fn plan(
             }
         }
     }
-    let fallback = crate::planner::decompose_query(question, feedback, answers, background);
+    let language = super::language(ctx);
+    let fallback =
+        crate::planner::decompose_query(question, feedback, answers, background, &language);
     Ok((
         fallback,
         Some(format!(

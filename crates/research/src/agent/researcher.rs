@@ -207,7 +207,7 @@ async fn reflect(
         brief.push_str(&format!("- {t}\n"));
     }
     let request = ChatRequest {
-        messages: vec![Message::system(REFLECT), Message::user(brief)],
+        messages: vec![super::system(ctx, REFLECT), Message::user(brief)],
         response_format: Some(ResponseFormat {
             name: "reflection".into(),
             schema: schema_of::<Reflection>(),
@@ -286,7 +286,7 @@ async fn researcher(
             .await?;
         first.push_str(&format!("\n\nA search for your task found:\n{found}"));
     }
-    let mut messages = vec![Message::system(RESEARCHER), Message::user(first)];
+    let mut messages = vec![super::system(ctx, RESEARCHER), Message::user(first)];
     let mut notes: Vec<String> = Vec::new();
     let mut answer_text: Option<String> = None;
     let mut nudged = false;

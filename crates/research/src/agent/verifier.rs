@@ -34,7 +34,7 @@ pub async fn judge(
 ) -> Result<Option<(bool, String)>, StepError> {
     let request = ChatRequest {
         messages: vec![
-            Message::system(VERIFIER),
+            super::system(ctx, VERIFIER),
             Message::user(format!("Passage: {passage}\n\nClaim: {claim}")),
         ],
         response_format: Some(ResponseFormat {

@@ -47,7 +47,7 @@ pub async fn draft(
             sentences_per_section.max(1) * 2
         );
         let request = ChatRequest {
-            messages: vec![Message::system(WRITER), Message::user(prompt)],
+            messages: vec![super::system(ctx, WRITER), Message::user(prompt)],
             temperature: Some(0.3),
             max_tokens: Some(output_tokens::WRITE),
             ..Default::default()

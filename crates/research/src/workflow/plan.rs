@@ -64,6 +64,7 @@ async fn plan_round(
         state.answers.clone(),
         state.background.clone(),
     );
+    let language = state.settings()?.language.clone();
     let note = drafted.as_ref().and_then(|(_, n)| n.clone());
     // A follow-up's plan says which queries its parent's sources answer (its documents are
     // read from storage only when the plan is made, not when it is read back).
@@ -76,9 +77,9 @@ async fn plan_round(
                     Some((plan, _)) => plan,
                     None if quick => Plan {
                         background: b,
-                        ..one_step(&q)
+                        ..one_step(&q, &language)
                     },
-                    None => decompose_query(&q, &f, &a, &b),
+                    None => decompose_query(&q, &f, &a, &b, &language),
                 };
                 Ok(match &parent {
                     Some(p) => {

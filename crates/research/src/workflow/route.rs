@@ -35,13 +35,17 @@ pub(super) async fn route_query(
 ) -> Result<QueryRouted, StepError> {
     // Checked before the run was created; a stored start that no longer passes (the config
     // changed) will not pass on a retry either.
-    let settings = deps
+    let mut settings = deps
         .config
         .settings(ev.settings.as_ref())
         .map_err(StepError::permanent)?;
     let query = ev.query.split_whitespace().collect::<Vec<_>>().join(" ");
     if query.is_empty() {
         return Err(StepError::permanent("the question is empty"));
+    }
+    // The reader's language, fixed for the run: asked for, or the question's.
+    if settings.language.is_empty() {
+        settings.language = fathom_report::lang::detect(&query).to_string();
     }
     let run_id = ctx.run_id().to_string();
     ctx.edit_state(|s| {
@@ -205,7 +209,11 @@ pub(super) async fn investigate_background(
         s.plan = Some(Plan {
             question: s.query.clone(),
             queries: vec![s.query.clone()],
-            outline: vec![ANSWER.into()],
+            outline: vec![
+                fathom_report::lang::words(s.settings.as_ref().map_or("", |x| x.language.as_str()))
+                    .answer
+                    .into(),
+            ],
             background: hits.clone(),
             ..Default::default()
         });
@@ -251,6 +259,3 @@ async fn record(ctx: &RunCtx, kwargs: serde_json::Value, route: Route) -> Result
     ctx.edit_state(|s| s.route = Some(route));
     Ok(mode)
 }
-
-/// The one section of a simple answer.
-pub(super) const ANSWER: &str = "Answer";

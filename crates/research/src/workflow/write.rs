@@ -34,7 +34,8 @@ pub(super) async fn synthesize_and_patch(
         .clone()
         .ok_or_else(|| StepError::failed("no approved plan"))?;
     let per_section = settings.sentences_per_section;
-    let mut report = Report::new(&plan.question);
+    let words = fathom_report::lang::words(&settings.language);
+    let mut report = Report::new(&plan.question).in_language(&settings.language);
     // Every document read, parsed: the extractive writer draws on them and each cited
     // sentence is checked against them.
     let read = state.gathered.as_ref().map_or(&ev.docs, |g| &g.read);
@@ -63,11 +64,7 @@ pub(super) async fn synthesize_and_patch(
                     "{removed} citations naming no source read were removed"
                 ));
             }
-            report.notice = gathered.cut_short.as_ref().map(|why| {
-                format!(
-                    "Research was cut short: {why}. This report is written from what was gathered until then."
-                )
-            });
+            report.notice = gathered.cut_short.as_ref().map(|why| words.cut_short(why));
             sections
         }
         _ => extractive(&plan.question, &plan.outline, &docs, per_section).await?,
@@ -105,11 +102,18 @@ pub(super) async fn synthesize_and_patch(
         repeats += left_out(&mut claims, drop_repeats(&mut sections));
     }
     if !simple {
-        summarize(&mut sections);
+        summarize(&mut sections, words.summary);
     }
     if repeats > 0 {
         notes.push(format!(
             "{repeats} sentences that said again what the report already said were left out"
+        ));
+    }
+    if deps.models.is_none() && !fathom_report::lang::has_words(&settings.language) {
+        notes.push(format!(
+            "the report's own words are in English: without a model, Fathom writes them in \
+             en, de, fr, es and zh, not '{}'",
+            settings.language
         ));
     }
     for note in &notes {
@@ -117,8 +121,9 @@ pub(super) async fn synthesize_and_patch(
     }
     ctx.edit_state(|s| {
         s.claims = claims;
-        if let Some(g) = &mut s.gathered {
-            g.notes.extend(notes);
+        match &mut s.gathered {
+            Some(g) => g.notes.extend(notes),
+            None => s.notes.extend(notes),
         }
     });
     let patches = pack_patches(&report, &sections, settings.max_report_update_size);
@@ -174,19 +179,13 @@ pub(super) async fn synthesize_and_patch(
 
 /// Sentences at most in the summary at the top.
 const SUMMARY_SENTENCES: usize = 3;
-/// The summary's section title.
-pub const SUMMARY: &str = "Summary";
-
 /// Puts a summary first: the opening sentence of each section (the writers put the one that
 /// best answers the section first), at most [`SUMMARY_SENTENCES`], when at least three
 /// sections have something to say (a shorter report is its own summary). Each keeps its citation; the sections keep
 /// their sentences, so the summary is a reader's way in, not the only place a fact stands.
-fn summarize(sections: &mut Vec<(String, Vec<Quote>)>) {
+fn summarize(sections: &mut Vec<(String, Vec<Quote>)>, title: &str) {
     // An outline with a summary of its own (a person's edit, a model's plan) keeps it.
-    if sections
-        .iter()
-        .any(|(t, _)| t.eq_ignore_ascii_case(SUMMARY))
-    {
+    if sections.iter().any(|(t, _)| t.eq_ignore_ascii_case(title)) {
         return;
     }
     let openers: Vec<Quote> = sections
@@ -195,7 +194,7 @@ fn summarize(sections: &mut Vec<(String, Vec<Quote>)>) {
         .take(SUMMARY_SENTENCES)
         .collect();
     if openers.len() >= SUMMARY_SENTENCES {
-        sections.insert(0, (SUMMARY.to_string(), openers));
+        sections.insert(0, (title.to_string(), openers));
     }
 }
 
