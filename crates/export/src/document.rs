@@ -2,7 +2,8 @@
 //! writers share: headings, paragraphs of styled runs, lists, tables, code blocks, quotes.
 //!
 //! Two things a report means beyond plain Markdown are resolved here, so every format shows
-//! them alike: the list under the closing `## Sources` heading is the sources list (each
+//! them alike: the list under the closing `## Sources` heading (in any language the report
+//! writes, `## Quellen` say) is the sources list (each
 //! item anchored as `source-N`, its address, written as a code span, made a link), and a
 //! `[n]` in the text that names a listed source is a citation.
 
@@ -86,6 +87,8 @@ pub struct Document {
     pub blocks: Vec<Block>,
     /// The numbers of the sources list, in order.
     pub sources: Vec<u32>,
+    /// The report's language (ISO 639-1), for the file's own language tag.
+    pub language: String,
 }
 
 impl Document {
@@ -113,6 +116,7 @@ impl Document {
             title,
             blocks,
             sources,
+            language: fathom_report::lang::DEFAULT.to_string(),
         }
     }
 
@@ -476,7 +480,7 @@ fn is_inline_end(ev: &Event) -> bool {
 /// items and links their addresses; returns their numbers.
 fn mark_sources(blocks: &mut [Block]) -> Vec<u32> {
     let heading = blocks.iter().rposition(|b| {
-        matches!(b, Block::Heading { text, .. } if plain_text(text).trim().eq_ignore_ascii_case("sources"))
+        matches!(b, Block::Heading { text, .. } if fathom_report::lang::is_sources_heading(&plain_text(text)))
     });
     let Some(Block::List {
         start: Some(start),

@@ -64,7 +64,7 @@ pub fn write(doc: &Document) -> Result<Vec<u8>, ExportError> {
         ("docProps/core.xml", core_properties(&doc.title)),
         ("word/document.xml", document),
         ("word/_rels/document.xml.rels", rels),
-        ("word/styles.xml", styles()),
+        ("word/styles.xml", styles(&doc.language)),
         (
             "word/numbering.xml",
             numbering(body.ordered_lists.as_slice()),
@@ -427,7 +427,8 @@ fn core_properties(title: &str) -> String {
     )
 }
 
-fn styles() -> String {
+/// The styles part; `lang` (a checked ISO 639-1 code) tags the text's language.
+fn styles(lang: &str) -> String {
     let heading = |id: &str, name: &str, size: u32, outline: u32, before: u32| {
         format!(
             "<w:style w:type=\"paragraph\" w:styleId=\"{id}\"><w:name w:val=\"{name}\"/><w:basedOn w:val=\"Normal\"/>\
@@ -439,7 +440,7 @@ fn styles() -> String {
     let mut out = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\n<w:styles xmlns:w=\"{W_NS}\">\
          <w:docDefaults><w:rPrDefault><w:rPr><w:rFonts w:ascii=\"Calibri\" w:hAnsi=\"Calibri\" w:eastAsia=\"Calibri\" w:cs=\"Calibri\"/>\
-         <w:sz w:val=\"22\"/><w:szCs w:val=\"22\"/><w:lang w:val=\"en-US\"/></w:rPr></w:rPrDefault>\
+         <w:sz w:val=\"22\"/><w:szCs w:val=\"22\"/><w:lang w:val=\"{lang}\"/></w:rPr></w:rPrDefault>\
          <w:pPrDefault><w:pPr><w:spacing w:after=\"120\" w:line=\"276\" w:lineRule=\"auto\"/></w:pPr></w:pPrDefault></w:docDefaults>\
          <w:style w:type=\"paragraph\" w:default=\"1\" w:styleId=\"Normal\"><w:name w:val=\"Normal\"/><w:qFormat/></w:style>\
          <w:style w:type=\"paragraph\" w:styleId=\"Title\"><w:name w:val=\"Title\"/><w:basedOn w:val=\"Normal\"/>\

@@ -33,7 +33,10 @@ ol.sources li { overflow-wrap: anywhere; }
 /// The page for `doc`, as UTF-8 bytes.
 pub fn write(doc: &Document) -> Vec<u8> {
     let mut out = String::with_capacity(16 * 1024);
-    out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\" />\n");
+    out.push_str(&format!(
+        "<!DOCTYPE html>\n<html lang=\"{}\">\n<head>\n<meta charset=\"utf-8\" />\n",
+        escape(&doc.language)
+    ));
     out.push_str(
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\" />\n\
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\" />\n\

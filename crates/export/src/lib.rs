@@ -113,15 +113,18 @@ pub enum ExportError {
     Storage(#[from] fathom_data::DataError),
 }
 
-/// The report `markdown` as a file of `format`.
-pub fn render(markdown: &str, format: Format) -> Result<Vec<u8>, ExportError> {
+/// The report `markdown`, in `language` (ISO 639-1), as a file of `format`.
+pub fn render(markdown: &str, format: Format, language: &str) -> Result<Vec<u8>, ExportError> {
     if markdown.len() > MAX_REPORT_BYTES {
         return Err(ExportError::TooLarge {
             size: markdown.len(),
             limit: MAX_REPORT_BYTES,
         });
     }
-    let doc = Document::from_markdown(markdown);
+    let mut doc = Document::from_markdown(markdown);
+    if fathom_report::lang::name(language).is_some() {
+        doc.language = language.to_string();
+    }
     match format {
         Format::Html => Ok(html::write(&doc)),
         Format::Pdf => pdf::write(&doc),
@@ -149,15 +152,34 @@ mod tests {
     fn the_same_report_gives_the_same_bytes() {
         let md = "# T\n\nText [1].\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Sources\n\n1. S — `https://a.test/`\n";
         for f in Format::ALL {
-            assert_eq!(render(md, f).unwrap(), render(md, f).unwrap(), "{f}");
+            assert_eq!(
+                render(md, f, "en").unwrap(),
+                render(md, f, "en").unwrap(),
+                "{f}"
+            );
         }
+    }
+
+    #[test]
+    fn a_report_in_another_language_keeps_its_sources_and_says_its_language() {
+        let md = "# Wie?\n\nSo ist es [1].\n\n## Quellen\n\n1. Seite — `https://a.test/`\n";
+        let html = String::from_utf8(render(md, Format::Html, "de").unwrap()).unwrap();
+        assert!(html.contains("<html lang=\"de\">"), "{html}");
+        assert!(
+            html.contains("href=\"#source-1\""),
+            "the citation links: {html}"
+        );
+        assert!(html.contains("<li id=\"source-1\">"), "{html}");
+        // A code that is not a language is not written into the file.
+        let html = String::from_utf8(render(md, Format::Html, "\"><x").unwrap()).unwrap();
+        assert!(html.contains("<html lang=\"en\">"), "{html}");
     }
 
     #[test]
     fn an_oversized_report_is_refused() {
         let md = "a".repeat(MAX_REPORT_BYTES + 1);
         assert!(matches!(
-            render(&md, Format::Html),
+            render(&md, Format::Html, "en"),
             Err(ExportError::TooLarge { .. })
         ));
     }

@@ -98,7 +98,11 @@ impl SessionExports {
 
         // Writing a long report takes a moment of CPU: off the async workers.
         let md = markdown.to_string();
-        let bytes = tokio::task::spawn_blocking(move || render(&md, format))
+        let language = item.data["settings"]["language"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let bytes = tokio::task::spawn_blocking(move || render(&md, format, &language))
             .await
             .map_err(|e| ExportError::Write(format!("the {format} writer stopped: {e}")))??;
         let meta = self

@@ -92,7 +92,7 @@ fn squeeze(text: &str) -> String {
 
 #[test]
 fn the_pdf_read_back_has_every_heading_citation_and_source() {
-    let pdf = render(REPORT, Format::Pdf).unwrap();
+    let pdf = render(REPORT, Format::Pdf, "en").unwrap();
     assert!(pdf.starts_with(b"%PDF-1.7"));
     let poppler = squeeze(&pdftotext(&pdf));
     let ours = fathom_parse::pdf::extract(&pdf, 100).expect("our PDF reader reads it");
@@ -197,7 +197,7 @@ fn a_long_pdf_is_paginated_with_numbered_pages_and_nothing_lost() {
         md.push_str(&format!("code line {l}\n"));
     }
     md.push_str("```\n\n## Sources\n\n1. Only source — `https://a.test/`\n");
-    let pdf = render(&md, Format::Pdf).unwrap();
+    let pdf = render(&md, Format::Pdf, "en").unwrap();
     let text = pdftotext(&pdf);
     let pages: Vec<&str> = text
         .split('\u{c}')
@@ -247,7 +247,7 @@ fn a_long_pdf_is_paginated_with_numbered_pages_and_nothing_lost() {
 
 #[test]
 fn the_docx_read_back_has_its_headings_as_headings_and_its_table() {
-    let docx = render(REPORT, Format::Docx).unwrap();
+    let docx = render(REPORT, Format::Docx, "en").unwrap();
     let read = fathom_parse::docx::docx_to_markdown(&docx).expect("our DOCX reader reads it");
     assert!(read.unread.is_empty(), "{:?}", read.unread);
     assert_eq!(
@@ -323,7 +323,7 @@ fn unescape(md: &str) -> String {
 
 #[test]
 fn the_docx_has_the_parts_word_needs() {
-    let docx = render(REPORT, Format::Docx).unwrap();
+    let docx = render(REPORT, Format::Docx, "en").unwrap();
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(docx)).unwrap();
     let mut part = |name: &str| {
         let mut s = String::new();
@@ -377,7 +377,7 @@ fn well_formed(xml: &str, name: &str) {
 
 #[test]
 fn the_html_is_valid_standalone_and_links_only_to_its_sources() {
-    let html = String::from_utf8(render(REPORT, Format::Html).unwrap()).unwrap();
+    let html = String::from_utf8(render(REPORT, Format::Html, "en").unwrap()).unwrap();
     // Written as well-formed markup, which catches any unclosed element.
     well_formed(&html.replacen("<!DOCTYPE html>", "", 1), "the HTML page");
     let page = dom_query::Document::from(html.as_str());
@@ -487,19 +487,19 @@ fn hostile_markdown_never_panics_and_every_format_is_written() {
     cases.push(format!("```\n{}\n```", "\t".repeat(1000)));
     for md in &cases {
         for f in Format::ALL {
-            let out = render(md, f).unwrap_or_else(|e| panic!("{f} of {md:.40?}: {e}"));
+            let out = render(md, f, "en").unwrap_or_else(|e| panic!("{f} of {md:.40?}: {e}"));
             assert!(!out.is_empty());
         }
-        let html = String::from_utf8(render(md, Format::Html).unwrap()).unwrap();
+        let html = String::from_utf8(render(md, Format::Html, "en").unwrap()).unwrap();
         let page = dom_query::Document::from(html.as_str());
         assert_eq!(
             page.select("[src], script, img, [onclick]").length(),
             0,
             "{md:.40?}"
         );
-        let pdf = render(md, Format::Pdf).unwrap();
+        let pdf = render(md, Format::Pdf, "en").unwrap();
         pdftotext(&pdf);
-        let docx = render(md, Format::Docx).unwrap();
+        let docx = render(md, Format::Docx, "en").unwrap();
         fathom_parse::docx::docx_to_markdown(&docx).unwrap();
     }
 }

@@ -478,6 +478,12 @@ pub fn has_words(code: &str) -> bool {
     ALL.iter().any(|w| w.code == code)
 }
 
+/// Whether `heading` is the sources heading in any language the writer has words in.
+pub fn is_sources_heading(heading: &str) -> bool {
+    let h = heading.trim();
+    ALL.iter().any(|w| w.sources.eq_ignore_ascii_case(h))
+}
+
 /// What a section says when nothing covered it, in every language (notes, not findings).
 pub fn nothing_covered_notes() -> impl Iterator<Item = &'static str> {
     ALL.iter().map(|w| w.nothing_covered)

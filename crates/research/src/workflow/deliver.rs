@@ -127,9 +127,12 @@ async fn email(
     };
     // The same Markdown gives the same files: every attempt sends the same message.
     let md = result.report_markdown.clone();
+    let language = ctx
+        .read_state(|s| s.settings.as_ref().map(|x| x.language.clone()))
+        .unwrap_or_default();
     let rendered = tokio::task::spawn_blocking(move || {
-        let html = fathom_export::render(&md, Format::Html)?;
-        let pdf = fathom_export::render(&md, Format::Pdf)?;
+        let html = fathom_export::render(&md, Format::Html, &language)?;
+        let pdf = fathom_export::render(&md, Format::Pdf, &language)?;
         Ok::<_, fathom_export::ExportError>((html, pdf))
     })
     .await
