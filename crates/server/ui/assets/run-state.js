@@ -398,23 +398,39 @@ export function applySession(run, session) {
   }
 }
 
-/** A report's `## Sources` list: `[{n, title, url}]` from lines `n. Title — \`url\``. */
+/** A line of the sources list: `n. Title — \`url\``. */
+const SOURCE_LINE = /^(\d+)\.\s+(.*?)\s+—\s+(`+)\s?(.*?)\s?\3\s*$/;
+
+/**
+ * Where a report's sources list starts: its last `##` heading whose list is of source lines.
+ * Found by its shape, not its title, which is in the report's language (Sources, Quellen...).
+ */
+function sourcesHeading(lines) {
+  for (let i = lines.length - 1; i >= 0; i--) {
+    if (!/^##\s+\S/.test(lines[i])) continue;
+    const next = lines.slice(i + 1).find((l) => l.trim() !== '');
+    return next !== undefined && SOURCE_LINE.test(next) ? i : -1;
+  }
+  return -1;
+}
+
+/** A report's sources list: `[{n, title, url}]` from lines `n. Title — \`url\``. */
 export function reportSources(md) {
   const lines = String(md || '').split('\n');
-  const at = lines.findIndex((l) => /^##\s+Sources\s*$/.test(l));
+  const at = sourcesHeading(lines);
   if (at < 0) return [];
   const out = [];
   for (const line of lines.slice(at + 1)) {
-    const m = line.match(/^(\d+)\.\s+(.*?)\s+—\s+(`+)\s?(.*?)\s?\3\s*$/);
+    const m = line.match(SOURCE_LINE);
     if (m) out.push({ n: Number(m[1]), title: m[2], url: m[4] });
     else if (/^#/.test(line)) break;
   }
   return out;
 }
 
-/** The report without its `## Sources` section (shown apart, with more about each source). */
+/** The report without its sources section (shown apart, with more about each source). */
 export function reportBody(md) {
   const lines = String(md || '').split('\n');
-  const at = lines.findIndex((l) => /^##\s+Sources\s*$/.test(l));
+  const at = sourcesHeading(lines);
   return at < 0 ? String(md || '') : lines.slice(0, at).join('\n');
 }
