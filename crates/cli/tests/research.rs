@@ -598,3 +598,88 @@ async fn offline_reports_over_the_python_manual_hold_the_key_facts_and_cite_the_
     assert_eq!(facts["right_page"], facts["questions"], "{facts}");
     assert_eq!(v["overall"]["fabricated"], 0, "{}", v["overall"]);
 }
+
+/// Local files and the web in one run: by default a server with both searches both (the plan
+/// says so per query), ranks their results together and cites each kind, marked; a run asked
+/// to search the corpus alone sends no request to the web.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_and_web_sources_in_one_report() {
+    use std::sync::atomic::Ordering;
+    let (env, _keep) = env(Dialect::Sqlite).await;
+    let web = fathom_testkit::web::SearchAndPages::start().await;
+    let mut config: serde_json::Value = serde_json::from_str(fathom_testkit::CONFIG_JSON).unwrap();
+    config["search"]["provider"] = "searxng".into();
+    config["search"]["base_url"] = format!("http://{}", web.origin).into();
+    config["fetch"]["allow_private_networks"] = true.into();
+    config["fetch"]["per_host_interval_ms"] = 0.into();
+    let config_path = env.work.join("config.json");
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let cfg = config_path.to_str().unwrap();
+    let c = env.corpus.to_str().unwrap();
+    let q = "How does ownership work?";
+
+    let out = ok(&env.run(&["--config", cfg, "research", q, "--corpus", c, "--yes"]));
+    let report = report_of(&env, &out);
+    let listed: Vec<&str> = report
+        .split_once("\n## Sources\n")
+        .expect("a sources list")
+        .1
+        .lines()
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(
+        listed.iter().any(|l| l.contains("(local file) — `file://")),
+        "{report}"
+    );
+    assert!(
+        listed.iter().any(|l| l.contains("(web page) — `http://")),
+        "{report}"
+    );
+    let shown = ok(&env.run(&["--config", cfg, "sessions", "show", &session_of(&out)]));
+    assert!(
+        shown.contains(&format!("  - {} [corpus, web]", q.trim_end_matches('?'))),
+        "{shown}"
+    );
+    assert!(web.searches.load(Ordering::SeqCst) >= 1);
+
+    let (searches, pages) = (
+        web.searches.load(Ordering::SeqCst),
+        web.pages.load(Ordering::SeqCst),
+    );
+    let out = ok(&env.run(&[
+        "--config",
+        cfg,
+        "research",
+        q,
+        "--corpus",
+        c,
+        "--yes",
+        "--settings",
+        r#"{"sources": ["corpus"]}"#,
+    ]));
+    let report = report_of(&env, &out);
+    assert!(
+        report.contains("`file://") && !report.contains("`http://"),
+        "{report}"
+    );
+    assert!(!report.contains("(local file)"), "one kind: not marked");
+    assert_eq!(
+        web.searches.load(Ordering::SeqCst),
+        searches,
+        "no web search"
+    );
+    assert_eq!(web.pages.load(Ordering::SeqCst), pages, "no web page read");
+
+    // Asking a server without a web provider for the web is refused before anything runs.
+    fails_with(
+        &env.run(&[
+            "research",
+            q,
+            "--corpus",
+            c,
+            "--settings",
+            r#"{"sources": ["web"]}"#,
+        ]),
+        "sources: this server cannot search web: no web search provider is configured",
+    );
+}

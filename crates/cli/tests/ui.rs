@@ -1068,3 +1068,99 @@ async fn a_follow_up_is_asked_on_a_finished_report_and_listed_with_its_parent() 
     assert_eq!(shown, json!(format!("Follow-up of “{QUESTION}”")));
     drop(served);
 }
+
+/// A server with a corpus and a web search: the settings offer where to look, the plan shows
+/// where each query searches, and a person who unticks the web for every query at the gate
+/// gets a report from the local files alone: the web is never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_each_query_searches_is_chosen_at_the_gate() {
+    use std::sync::atomic::Ordering;
+    let env = env();
+    let web = fathom_testkit::web::SearchAndPages::start().await;
+    let mut config: Value = serde_json::from_str(fathom_testkit::CONFIG_JSON).unwrap();
+    config["search"]["provider"] = "searxng".into();
+    config["search"]["base_url"] = format!("http://{}", web.origin).into();
+    config["fetch"]["allow_private_networks"] = true.into();
+    config["fetch"]["per_host_interval_ms"] = 0.into();
+    let path = env.tmp.path().join("config.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let served = Served::start_with(
+        &env,
+        free_port(),
+        None,
+        &[("FATHOM_CONFIG", path.to_str().unwrap())],
+    );
+    let b = browser(1440, 900).await;
+    b.goto(&format!("{}/", served.root)).await;
+    b.wait_for("#question").await;
+    b.wait_until(
+        "the sources choices",
+        "return document.querySelectorAll('input[name=sources]').length === 2;",
+        vec![],
+    )
+    .await;
+    b.fill("#question", QUESTION).await;
+    b.click_css("#start-button").await;
+    let id = run_id(&b).await;
+
+    // Every query searches both, and says so; the web was not asked before approval.
+    b.wait_for("#plan-form").await;
+    let kinds = b
+        .exec(
+            "return Array.from(document.querySelectorAll('[data-list=query] li')).map((li) => \
+               Array.from(li.querySelectorAll('input[data-kind]')).filter((c) => c.checked).map((c) => c.dataset.kind));",
+            vec![],
+        )
+        .await;
+    let rows = kinds.as_array().unwrap();
+    assert!(rows.len() >= 2, "{kinds}");
+    assert!(
+        rows.iter().all(|r| r == &json!(["corpus", "web"])),
+        "{kinds}"
+    );
+    assert_eq!(
+        web.searches.load(Ordering::SeqCst),
+        0,
+        "nothing before approval"
+    );
+    assert_controls_named(&b, "plan with sources").await;
+    shot(&b, "plan-sources").await;
+    b.exec(
+        "document.querySelectorAll('[data-list=query] input[data-kind=web]').forEach((c) => c.click()); return true;",
+        vec![],
+    )
+    .await;
+    b.click_css("#approve-button").await;
+    b.wait_until_for(
+        "the run to complete",
+        "return document.querySelector('#run-status').dataset.status === 'completed';",
+        vec![],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(
+        web.searches.load(Ordering::SeqCst),
+        0,
+        "the web was never asked"
+    );
+    assert_eq!(web.pages.load(Ordering::SeqCst), 0);
+    // The plan as approved says where each query searched.
+    let run: Value = http()
+        .get(format!("{}/handlers/{id}", served.root))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let plan = &run["result"]["value"]["plan"];
+    let searched: Vec<&Value> = plan["query_sources"]
+        .as_object()
+        .unwrap()
+        .values()
+        .collect();
+    assert!(
+        !searched.is_empty() && searched.iter().all(|k| *k == &json!(["corpus"])),
+        "{plan}"
+    );
+}

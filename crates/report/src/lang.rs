@@ -301,6 +301,9 @@ pub struct Words {
     pub tradeoffs: &'static str,
     pub key_concepts: &'static str,
     pub limitations: &'static str,
+    /// Marks in the sources list of a report that cites both kinds.
+    pub local_file: &'static str,
+    pub web_page: &'static str,
 }
 
 impl Words {
@@ -339,6 +342,8 @@ const EN: Words = Words {
     tradeoffs: "Trade-offs",
     key_concepts: "Key concepts",
     limitations: "Limitations",
+    local_file: "local file",
+    web_page: "web page",
 };
 
 const DE: Words = Words {
@@ -363,6 +368,8 @@ const DE: Words = Words {
     tradeoffs: "Abwägungen",
     key_concepts: "Grundbegriffe",
     limitations: "Grenzen",
+    local_file: "lokale Datei",
+    web_page: "Webseite",
 };
 
 const FR: Words = Words {
@@ -387,6 +394,8 @@ const FR: Words = Words {
     tradeoffs: "Compromis",
     key_concepts: "Notions clés",
     limitations: "Limites",
+    local_file: "fichier local",
+    web_page: "page web",
 };
 
 const ES: Words = Words {
@@ -411,6 +420,8 @@ const ES: Words = Words {
     tradeoffs: "Ventajas y desventajas",
     key_concepts: "Conceptos clave",
     limitations: "Limitaciones",
+    local_file: "archivo local",
+    web_page: "página web",
 };
 
 const ZH: Words = Words {
@@ -435,6 +446,8 @@ const ZH: Words = Words {
     tradeoffs: "权衡",
     key_concepts: "核心概念",
     limitations: "局限",
+    local_file: "本地文件",
+    web_page: "网页",
 };
 
 const ALL: &[&Words] = &[&EN, &DE, &FR, &ES, &ZH];

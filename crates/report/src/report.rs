@@ -177,13 +177,19 @@ impl Report {
             }
         }
         if !self.sources.is_empty() {
-            md.push_str(&format!(
-                "\n## {}\n\n",
-                crate::lang::words(&self.language).sources
-            ));
+            let words = crate::lang::words(&self.language);
+            md.push_str(&format!("\n## {}\n\n", words.sources));
+            // A report citing local files and web pages says which each source is.
+            let local = |s: &Source| s.url.starts_with("file://");
+            let mixed = self.sources.iter().any(local) && !self.sources.iter().all(local);
             for s in &self.sources {
+                let kind = match (mixed, local(s)) {
+                    (false, _) => String::new(),
+                    (true, true) => format!(" ({})", words.local_file),
+                    (true, false) => format!(" ({})", words.web_page),
+                };
                 md.push_str(&format!(
-                    "{}. {} — {}\n",
+                    "{}. {}{kind} — {}\n",
                     s.n,
                     fathom_parse::text::escape_inline(&s.title),
                     fathom_parse::text::code_span(&s.url)

@@ -36,9 +36,9 @@ pub use fathom_report::{eval, report, writer};
 pub use delivery::Delivery;
 pub use events::{ApproveEvent, ResearchResult, ResearchStart};
 pub use planner::Plan;
-pub use service::{Research, ResearchError, check_decision, check_start};
+pub use service::{Research, ResearchError, check_decision, check_sources, check_start};
 pub use sessions::Sessions;
-pub use settings::{ResearchConfig, Settings, SettingsError};
+pub use settings::{ResearchConfig, Settings, SettingsError, SourceKind};
 pub use state::{ResearchState, SessionStatus};
 pub use workflow::{
     DEEP_RESEARCH, RESEARCH_METADATA, ResearchDeps, deep_research, research_metadata,

@@ -3,11 +3,15 @@
 //! too little to research, and proposes search queries and a report outline. Feedback and
 //! answers from a rejected round steer the next plan.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use fathom_corpus::SearchHit;
 use fathom_parse::text::terms;
 use fathom_report::lang;
+
+use crate::settings::SourceKind;
 use fathom_report::question::{Form, form_of, topic_of};
 
 /// A research plan, as proposed by `decompose_query` and approved (or edited) at the gate.
@@ -28,6 +32,10 @@ pub struct Plan {
     /// searched again) and which are searched. Worked out again for an edited plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_up: Option<crate::follow_up::FollowUp>,
+    /// Which sources each query searches, when the run may search more than one kind (a
+    /// query not listed searches all the run's sources). Shown and editable at the gate.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub query_sources: BTreeMap<String, Vec<SourceKind>>,
 }
 
 impl Plan {
@@ -42,13 +50,65 @@ impl Plan {
         if self.queries.len() > 50 || self.outline.len() > 50 {
             return Err("plan has more than 50 queries or sections".into());
         }
+        if let Some((q, _)) = self.query_sources.iter().find(|(_, k)| k.is_empty()) {
+            return Err(format!("query \"{q}\" searches no source (corpus, web)"));
+        }
         Ok(())
+    }
+
+    /// The sources query `query` searches: its own, else all of `run` (the run's).
+    pub fn sources_of(&self, query: &str, run: &[SourceKind]) -> Vec<SourceKind> {
+        match self.query_sources.get(query.trim()) {
+            Some(own) => own.clone(),
+            None => run.to_vec(),
+        }
+    }
+
+    /// Gives every query the run's sources, where the run has a choice of more than one, so
+    /// the plan shows (and a person can change) what each query searches.
+    pub fn with_sources(mut self, run: &[SourceKind]) -> Plan {
+        if run.len() > 1 {
+            for q in &self.queries {
+                self.query_sources
+                    .entry(q.clone())
+                    .or_insert_with(|| run.to_vec());
+            }
+        }
+        self
+    }
+
+    /// A query as a line of the editable plan: `query [corpus, web]` when it names sources.
+    pub fn query_line(&self, query: &str) -> String {
+        match self.query_sources.get(query) {
+            Some(kinds) => format!("{query} {}", sources_tag(kinds)),
+            None => query.to_string(),
+        }
+    }
+
+    /// Reads a query line back: the query, and the sources of a trailing `[...]` if any.
+    pub fn parse_query_line(line: &str) -> Result<(String, Option<Vec<SourceKind>>), String> {
+        let line = line.trim();
+        let Some(open) = line.rfind('[').filter(|_| line.ends_with(']')) else {
+            return Ok((line.to_string(), None));
+        };
+        let inner = &line[open + 1..line.len() - 1];
+        let mut kinds = Vec::new();
+        for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let kind = SourceKind::parse(part)
+                .ok_or_else(|| format!("'{part}' is not a source to search: use corpus or web"))?;
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        Ok((line[..open].trim().to_string(), Some(kinds)))
     }
 
     /// The plan as a person reads it: queries, outline, and any clarifying questions.
     pub fn to_text(&self) -> String {
         let mut s = format!("Plan for: {}\n\nSearch queries:\n", self.question);
         for q in &self.queries {
+            let shown = self.query_line(q);
+            let q = &shown;
             let from_parent = self
                 .follow_up
                 .as_ref()
@@ -91,8 +151,16 @@ impl Plan {
     pub fn cleaned(mut self) -> Plan {
         self.queries.retain(|q| !q.trim().is_empty());
         self.outline.retain(|s| !s.trim().is_empty());
+        let queries = &self.queries;
+        self.query_sources.retain(|q, _| queries.contains(q));
         self
     }
+}
+
+/// `[corpus, web]`: the sources a query searches, as the plan shows them.
+pub fn sources_tag(kinds: &[SourceKind]) -> String {
+    let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+    format!("[{}]", names.join(", "))
 }
 
 const GENERIC: &[&str] = &[
@@ -306,13 +374,40 @@ pub fn decompose_query(
         queries,
         outline,
         background: background.to_vec(),
-        follow_up: None,
+        ..Default::default()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_query_line_says_where_it_searches_and_reads_back() {
+        let both = [SourceKind::Corpus, SourceKind::Web];
+        let p = decompose_query("How does ownership work in Rust?", &[], &[], &[], "en")
+            .with_sources(&both);
+        let q = p.queries[0].clone();
+        assert_eq!(p.query_line(&q), format!("{q} [corpus, web]"));
+        assert!(p.to_text().contains(&format!("  - {q} [corpus, web]")));
+        assert_eq!(
+            Plan::parse_query_line("ownership rules [ web ]").unwrap(),
+            ("ownership rules".to_string(), Some(vec![SourceKind::Web]))
+        );
+        assert_eq!(
+            Plan::parse_query_line("Vec<T> in Rust").unwrap(),
+            ("Vec<T> in Rust".to_string(), None)
+        );
+        let e = Plan::parse_query_line("x [corpus, ftp]").unwrap_err();
+        assert!(e.contains("'ftp' is not a source"), "{e}");
+        // A query that searches nothing is not a plan to run; one kind alone is not shown.
+        let mut none = p.clone();
+        none.query_sources.insert(q.clone(), Vec::new());
+        assert!(none.validate().unwrap_err().contains("searches no source"));
+        let one = decompose_query("How does ownership work in Rust?", &[], &[], &[], "en")
+            .with_sources(&[SourceKind::Corpus]);
+        assert!(one.query_sources.is_empty());
+    }
 
     #[test]
     fn how_questions_get_a_mechanism_outline_and_focused_queries() {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::delivery::Delivery;
 use crate::events::{ApproveEvent, ResearchStart};
 use crate::sessions::Sessions;
-use crate::settings::{ResearchConfig, SettingsError};
+use crate::settings::{ResearchConfig, SettingsError, SourceKind};
 use crate::workflow::{DEEP_RESEARCH, ResearchDeps, deep_research, research_metadata};
 
 /// Questions longer than this are not questions but documents.
@@ -100,6 +100,7 @@ impl Research {
     ) -> Result<ResearchStart, ResearchError> {
         let start = check_start(&self.deps.config, query, settings)?;
         check_delivery(&self.deps.config, &self.deps.delivery, &start)?;
+        check_sources(&self.deps.config, &self.deps.tools.available(), &start)?;
         Ok(start)
     }
 
@@ -173,6 +174,30 @@ pub fn check_start(
         settings,
         follow_up_of: None,
     })
+}
+
+/// Checks that this server can search where a start asks it to: a web search of a server with
+/// no provider would find nothing and say so only at the end.
+pub fn check_sources(
+    config: &ResearchConfig,
+    available: &[SourceKind],
+    start: &ResearchStart,
+) -> Result<(), ResearchError> {
+    let asked = config.settings(start.settings.as_ref())?.sources;
+    match asked.iter().find(|k| !available.contains(k)) {
+        Some(k) => {
+            let why = match k {
+                SourceKind::Web => "no web search provider is configured (search.provider)",
+                SourceKind::Corpus => "it has no local corpus",
+            };
+            Err(SettingsError(vec![format!(
+                "sources: this server cannot search {}: {why}",
+                k.as_str()
+            )])
+            .into())
+        }
+        None => Ok(()),
+    }
 }
 
 /// Checks that this server can make the deliveries a start asks for (a secret, a relay) and

@@ -45,6 +45,59 @@ pub struct Settings {
     /// question's, detected when the run starts (and then stored here).
     #[serde(default)]
     pub language: String,
+    /// Where the research looks: the local corpus, the web, or both (ranked together). Empty:
+    /// what this server has (its corpus, and the web when a web search provider is set);
+    /// resolved when the run starts and stored here.
+    #[serde(default)]
+    pub sources: Vec<SourceKind>,
+}
+
+/// A kind of source a query searches.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// The server's local corpus (files, cited by path and page).
+    Corpus,
+    /// The web, through the configured search provider.
+    Web,
+}
+
+impl SourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Corpus => "corpus",
+            SourceKind::Web => "web",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SourceKind> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "corpus" | "local" => Some(SourceKind::Corpus),
+            "web" => Some(SourceKind::Web),
+            _ => None,
+        }
+    }
+
+    /// The kind of a source by its address: a corpus file (`file://`) or a web page.
+    pub fn of_url(url: &str) -> SourceKind {
+        if url.starts_with("file://") {
+            SourceKind::Corpus
+        } else {
+            SourceKind::Web
+        }
+    }
 }
 
 impl Settings {

@@ -12,7 +12,9 @@ use fathom_data::CollectionScope;
 use fathom_engine::new_id;
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_research::service::{check_delivery, check_parent};
-use fathom_research::{ApproveEvent, Plan, Research, ResearchResult, Sessions, check_start};
+use fathom_research::{
+    ApproveEvent, Plan, Research, ResearchResult, Sessions, check_sources, check_start,
+};
 use fathom_store::SqlStore;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -124,6 +126,7 @@ pub async fn research(app: &App, args: ResearchArgs) -> anyhow::Result<ExitCode>
     let mut start = check_start(&app.config.research, &args.question, settings)?;
     start.follow_up_of = args.follow_up.clone();
     check_delivery(&app.config.research, &app.config.delivery, &start)?;
+    check_sources(&app.config.research, &app.config.web.kinds(), &start)?;
     let store = app.connect().await?;
     let corpus_dir = match (&args.corpus, &args.follow_up) {
         (Some(dir), _) => dir.clone(),
@@ -469,10 +472,16 @@ async fn ask(research: &Research, id: &str) -> anyhow::Result<Option<ApproveEven
 /// Opens the plan in $EDITOR as two lists and reads it back.
 fn edit_plan(plan: &Plan) -> anyhow::Result<Plan> {
     let mut text = String::from(
-        "# Edit the plan, save and close. Lines starting with '- ' are entries; '#' lines are ignored.\nQueries:\n",
+        "# Edit the plan, save and close. Lines starting with '- ' are entries; '#' lines are ignored.\n",
     );
+    if !plan.query_sources.is_empty() {
+        text.push_str(
+            "# A query's [corpus, web] says where it searches: the local corpus, the web, or both.\n",
+        );
+    }
+    text.push_str("Queries:\n");
     for q in &plan.queries {
-        text.push_str(&format!("- {q}\n"));
+        text.push_str(&format!("- {}\n", plan.query_line(q)));
     }
     text.push_str("Outline:\n");
     for o in &plan.outline {
@@ -512,7 +521,14 @@ fn edit_plan(plan: &Plan) -> anyhow::Result<Plan> {
             };
         } else if let Some(item) = line.strip_prefix("- ") {
             match section {
-                "q" => out.queries.push(item.trim().to_string()),
+                "q" => {
+                    let (query, kinds) =
+                        Plan::parse_query_line(item).map_err(|e| anyhow!("edited plan: {e}"))?;
+                    if let Some(kinds) = kinds {
+                        out.query_sources.insert(query.clone(), kinds);
+                    }
+                    out.queries.push(query);
+                }
                 "o" => out.outline.push(item.trim().to_string()),
                 _ => {}
             }

@@ -101,7 +101,7 @@ pub async fn plan(
                 queries: d.queries,
                 outline: d.outline,
                 background: background.to_vec(),
-                follow_up: None,
+                ..Default::default()
             }
             .cleaned()
         });

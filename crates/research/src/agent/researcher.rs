@@ -266,6 +266,7 @@ async fn researcher(
         ctx,
         tools,
         settings,
+        plan,
         task,
         read: Vec::new(),
         searched: Vec::new(),
@@ -458,6 +459,8 @@ struct Reader<'a> {
     ctx: &'a RunCtx,
     tools: &'a Tools,
     settings: &'a Settings,
+    /// The plan, which says where the task's searches look.
+    plan: &'a Plan,
     task: &'a str,
     read: Vec<ReadDoc>,
     /// Queries searched, with their results: a query asked again is answered from here
@@ -508,16 +511,22 @@ impl Reader<'_> {
                 listing(hits)
             ));
         }
-        let (search, k) = (
-            self.tools.search.clone(),
-            self.settings.max_search_results_per_query,
-        );
+        // Every search of the task looks where the plan says the task's query looks.
+        let search = self
+            .tools
+            .searcher_for(self.plan, self.task, &self.settings.sources);
+        let k = self.settings.max_search_results_per_query;
         let q = query.to_string();
         let hits = Invocation::new("web_search", tool_id.to_string(), json!({"query": query}))
             .preceded_by(before)
             .call(
                 self.ctx,
-                || async move { search.search(&q, k).await },
+                || async move {
+                    match search {
+                        Some(search) => search.search(&q, k).await,
+                        None => Err("this server cannot search where the plan says".to_string()),
+                    }
+                },
                 |hits: &Vec<SearchHit>| format!("{} results", hits.len()),
                 |hits| json!({ "hits": hits }),
             )

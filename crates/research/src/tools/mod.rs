@@ -18,6 +18,7 @@ use fathom_data::ArtifactStore;
 use fathom_parse::{ContentParser, ParsedDoc};
 
 use crate::events::{TextBlock, ToolCall, ToolCallResult, ToolOutput};
+use crate::settings::SourceKind;
 
 /// Where `web_search` looks. The local corpus offline; web search APIs online.
 #[async_trait]
@@ -96,6 +97,103 @@ pub struct Tools {
     pub artifacts: Arc<dyn ArtifactStore>,
     /// Documents read lately, kept parsed (see [`read::DocCache`]).
     pub docs: read::DocCache,
+}
+
+impl Tools {
+    /// What searches `kinds`: the corpus, the web provider, or both ranked together. None when
+    /// none of them is here (a web search asked of a server with none).
+    pub fn searcher(&self, kinds: &[SourceKind]) -> Option<Arc<dyn SearchProvider>> {
+        let corpus = match &self.local {
+            Some(local) => Some(local.clone()),
+            None => self.search.is_local().then(|| self.search.clone()),
+        };
+        let local = kinds
+            .contains(&SourceKind::Corpus)
+            .then_some(corpus)
+            .flatten();
+        let web = (kinds.contains(&SourceKind::Web) && !self.search.is_local())
+            .then(|| self.search.clone());
+        match (local, web) {
+            (Some(local), Some(web)) => Some(Arc::new(Blended { local, web })),
+            (Some(one), None) | (None, Some(one)) => Some(one),
+            (None, None) => None,
+        }
+    }
+
+    /// What searches `query` of `plan` in a run that may search `run` (empty: a run stored
+    /// before sources could be chosen, which searches where `search` looks, as it did).
+    pub fn searcher_for(
+        &self,
+        plan: &crate::planner::Plan,
+        query: &str,
+        run: &[SourceKind],
+    ) -> Option<Arc<dyn SearchProvider>> {
+        if run.is_empty() {
+            return Some(self.search.clone());
+        }
+        self.searcher(&plan.sources_of(query, run))
+    }
+
+    /// The kinds of source this server can search: its corpus, and the web when a web
+    /// search provider is configured.
+    pub fn available(&self) -> Vec<SourceKind> {
+        let mut kinds = Vec::new();
+        if self.local.is_some() || self.search.is_local() {
+            kinds.push(SourceKind::Corpus);
+        }
+        if !self.search.is_local() {
+            kinds.push(SourceKind::Web);
+        }
+        kinds
+    }
+}
+
+/// The corpus and the web searched at once, their results ranked together by reciprocal rank
+/// fusion (their scores are not comparable: BM25 beside a search engine's) and deduplicated
+/// by canonical URL. One failing leaves the other's results.
+struct Blended {
+    local: Arc<dyn SearchProvider>,
+    web: Arc<dyn SearchProvider>,
+}
+
+/// The rank offset of reciprocal rank fusion (Cormack et al. 2009): a hit's score is the sum
+/// over lists of 1 / (K + rank).
+const FUSION_K: f64 = 60.0;
+
+#[async_trait]
+impl SearchProvider for Blended {
+    fn name(&self) -> &str {
+        "local corpus and web"
+    }
+
+    async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String> {
+        let (local, web) = tokio::join!(
+            self.local.search(query, limit),
+            self.web.search(query, limit)
+        );
+        let lists: Vec<Vec<SearchHit>> = match (local, web) {
+            (Err(a), Err(b)) => return Err(format!("{a}; {b}")),
+            (l, w) => [l, w].into_iter().filter_map(Result::ok).collect(),
+        };
+        let mut fused: Vec<(String, SearchHit, f64)> = Vec::new();
+        for list in &lists {
+            for (rank, hit) in list.iter().enumerate() {
+                let score = 1.0 / (FUSION_K + rank as f64 + 1.0);
+                let key = web::canonical_url(&hit.url);
+                match fused.iter_mut().find(|(k, _, _)| *k == key) {
+                    Some(entry) => entry.2 += score,
+                    None => fused.push((key, hit.clone(), score)),
+                }
+            }
+        }
+        // Stable: at equal scores the corpus's hit (listed first) comes first.
+        fused.sort_by(|a, b| b.2.total_cmp(&a.2));
+        Ok(fused
+            .into_iter()
+            .take(limit)
+            .map(|(_, hit, score)| SearchHit { score, ..hit })
+            .collect())
+    }
 }
 
 /// A tool's outcome as journaled: a value, or a message a person can act on.

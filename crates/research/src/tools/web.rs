@@ -1,6 +1,7 @@
 //! The research tools on the web: `web_search` through SearxNG, Tavily or Brave, and
 //! `fetch_url` through the SSRF-safe fetcher (corpus `file://` URLs still read locally).
 
+use crate::settings::SourceKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -337,6 +338,16 @@ pub struct WebConfig {
     pub api_key_env: Option<String>,
     pub search_timeout: Duration,
     pub fetch: fathom_fetch::FetchConfig,
+}
+
+impl WebConfig {
+    /// The kinds of source a server with this config and a local corpus can search.
+    pub fn kinds(&self) -> Vec<SourceKind> {
+        match self.provider {
+            Provider::Corpus => vec![SourceKind::Corpus],
+            _ => vec![SourceKind::Corpus, SourceKind::Web],
+        }
+    }
 }
 
 impl Default for WebConfig {

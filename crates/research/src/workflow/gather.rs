@@ -13,7 +13,7 @@ use super::ResearchDeps;
 use crate::agent::findings::{ReadDoc, from_passages};
 use crate::events::*;
 use crate::follow_up::FollowUp;
-use crate::planner::Plan;
+use crate::planner::{Plan, sources_tag};
 use crate::state::{ArtifactRef, Gathered, SourceEntry, past};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
@@ -112,13 +112,24 @@ pub(super) async fn run_web_research(
         if late(&ctx, wrap_up, &id).await? {
             break;
         }
-        let kwargs = json!({"query": query, "max_results": settings.max_search_results_per_query});
-        let search = deps.tools.search.clone();
+        let mut kwargs =
+            json!({"query": query, "max_results": settings.max_search_results_per_query});
+        // Where it looks, when the run has a choice.
+        let kinds = ev.plan.sources_of(query, &settings.sources);
+        if settings.sources.len() > 1 {
+            kwargs["sources"] = json!(kinds);
+        }
+        let search = deps.tools.searcher_for(&ev.plan, query, &settings.sources);
         let (q, k) = (query.clone(), settings.max_search_results_per_query);
         let hits = Invocation::new("web_search", id, kwargs)
             .call(
                 &ctx,
-                || async move { search.search(&q, k).await },
+                || async move {
+                    match search {
+                        Some(search) => search.search(&q, k).await,
+                        None => Err(format!("this server cannot search {}", sources_tag(&kinds))),
+                    }
+                },
                 |hits: &Vec<SearchHit>| {
                     let mut text = format!("{} results", hits.len());
                     for h in hits {

@@ -27,7 +27,9 @@ use fathom_engine::{
 
 use crate::delivery::Delivery;
 use crate::events::*;
-use crate::service::{ResearchError, check_decision, check_delivery, check_parent, check_start};
+use crate::service::{
+    ResearchError, check_decision, check_delivery, check_parent, check_sources, check_start,
+};
 use crate::sessions::Sessions;
 use crate::settings::ResearchConfig;
 use crate::state::{ResearchState, RunCtx};
@@ -81,7 +83,11 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
         timeout: deps.delivery.step_timeout(),
         retry: RetryPolicy::attempts(3),
     };
-    let (config, delivery) = (deps.config.clone(), deps.delivery.clone());
+    let (config, delivery, tools) = (
+        deps.config.clone(),
+        deps.delivery.clone(),
+        deps.tools.clone(),
+    );
     let guarded = deps.clone();
     Workflow::<ResearchState>::new::<ResearchStart>(DEEP_RESEARCH)
         .check_start(move |ev: &ResearchStart| {
@@ -91,7 +97,8 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
                 follow_up_of: ev.follow_up_of.clone(),
                 ..start
             };
-            check_delivery(&config, &delivery, &start).map_err(|e| e.to_string())
+            check_delivery(&config, &delivery, &start).map_err(|e| e.to_string())?;
+            check_sources(&config, &tools.available(), &start).map_err(|e| e.to_string())
         })
         // A follow-up names a session that must exist and be finished: looked up in storage.
         .guard_start(move |ev: ResearchStart| {

@@ -65,6 +65,7 @@ async fn plan_round(
         state.background.clone(),
     );
     let language = state.settings()?.language.clone();
+    let sources = state.settings()?.sources.clone();
     let note = drafted.as_ref().and_then(|(_, n)| n.clone());
     // A follow-up's plan says which queries its parent's sources answer (its documents are
     // read from storage only when the plan is made, not when it is read back).
@@ -81,6 +82,7 @@ async fn plan_round(
                     },
                     None => decompose_query(&q, &f, &a, &b, &language),
                 };
+                let plan = plan.with_sources(&sources);
                 Ok(match &parent {
                     Some(p) => {
                         let docs = super::follow::parent_docs(deps, p).await;
@@ -157,8 +159,29 @@ pub(super) async fn await_approval(
             answers: decision.answers.unwrap_or_default(),
         }));
     }
+    let available = deps.tools.available();
+    let runnable = |p: &Plan| {
+        p.validate()?;
+        match p
+            .query_sources
+            .values()
+            .flatten()
+            .find(|k| !available.contains(k))
+        {
+            Some(k) => Err(format!(
+                "this server cannot search {} (it has: {})",
+                k.as_str(),
+                available
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            None => Ok(()),
+        }
+    };
     let plan = match decision.plan.map(Plan::cleaned) {
-        Some(edited) => match edited.validate() {
+        Some(edited) => match runnable(&edited) {
             // What the local sources said stays with the plan, whatever the edit sent.
             Ok(()) => Plan {
                 background: proposed.background.clone(),

@@ -47,6 +47,10 @@ pub(super) async fn route_query(
     if settings.language.is_empty() {
         settings.language = fathom_report::lang::detect(&query).to_string();
     }
+    // Where it looks, fixed for the run: asked for, or all this server has.
+    if settings.sources.is_empty() {
+        settings.sources = deps.tools.available();
+    }
     let run_id = ctx.run_id().to_string();
     ctx.edit_state(|s| {
         s.research_id = run_id;

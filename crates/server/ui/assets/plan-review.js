@@ -5,7 +5,21 @@
 import { h, jsonText, plural, uid } from './dom.js';
 import { humanize } from './settings-form.js';
 
-const KNOWN = new Set(['question', 'clarifying_questions', 'queries', 'outline', 'background', 'follow_up']);
+const KNOWN = new Set(['question', 'clarifying_questions', 'queries', 'outline', 'background', 'follow_up', 'query_sources']);
+
+/** The kinds of source a query may search, as the plan names them, and as a person reads them. */
+const SOURCE_KINDS = [['corpus', 'local files'], ['web', 'web']];
+
+/** Where query `q` searches, when the plan says (a run that may search more than one kind). */
+function sourcesOf(plan, q) {
+  const all = plan && plan.query_sources;
+  return all && Array.isArray(all[q]) ? all[q] : null;
+}
+
+/** `local files + web`: a query's sources as a person reads them. */
+function sourcesText(kinds) {
+  return SOURCE_KINDS.filter(([k]) => kinds.includes(k)).map(([, label]) => label).join(' + ');
+}
 
 /** A read-only view of any JSON value: text, lists, key/value lists, or JSON. */
 export function valueView(value, depth = 0) {
@@ -69,7 +83,10 @@ export function planSummary(plan) {
   return h('div', { class: 'plan-summary' },
     h('div', { class: 'plan-cols' },
       h('section', {}, h('h4', {}, 'Search queries'),
-        h('ul', { class: 'plain-list queries-ro' }, (plan.queries || []).map((q) => h('li', {}, q)))),
+        h('ul', { class: 'plain-list queries-ro' }, (plan.queries || []).map((q) => {
+          const kinds = sourcesOf(plan, q);
+          return h('li', {}, q, kinds ? h('span', { class: 'muted', 'data-sources': kinds.join(',') }, ` — ${sourcesText(kinds)}`) : null);
+        }))),
       h('section', {}, h('h4', {}, 'Report outline'),
         h('ol', { class: 'outline-ro' }, (plan.outline || []).map((o) => h('li', {}, o))))),
     (plan.clarifying_questions || []).length
@@ -79,16 +96,23 @@ export function planSummary(plan) {
     extraFields(plan));
 }
 
-/** An editable list of strings: one input per entry, with add, remove and reorder. */
-function editableList({ name, legend, noun, values, reorder }) {
+/**
+ * An editable list of strings: one input per entry, with add, remove and reorder. With
+ * `kinds(value)` (the sources of a query), each entry also has a checkbox per kind of source.
+ */
+function editableList({ name, legend, noun, values, reorder, kinds }) {
   const list = h('ol', { class: 'edit-list', 'data-list': name });
   const fieldset = h('fieldset', { class: 'edit-fieldset' }, h('legend', {}, legend), list);
   const rows = () => Array.from(list.children);
 
   function renumber() {
     rows().forEach((row, k) => {
-      const input = row.querySelector('input');
+      const input = row.querySelector('input[type=text]');
       input.setAttribute('aria-label', `${noun} ${k + 1}`);
+      row.querySelectorAll('input[data-kind]').forEach((box) => {
+        const label = SOURCE_KINDS.find(([kind]) => kind === box.dataset.kind)[1];
+        box.setAttribute('aria-label', `${noun} ${k + 1} searches ${label}`);
+      });
       row.querySelectorAll('button[data-act]').forEach((b) => {
         const act = b.dataset.act;
         b.setAttribute('aria-label', `${act === 'up' ? 'Move up' : act === 'down' ? 'Move down' : 'Remove'} ${noun.toLowerCase()} ${k + 1}`);
@@ -100,7 +124,11 @@ function editableList({ name, legend, noun, values, reorder }) {
 
   function row(value) {
     const input = h('input', { type: 'text', value, name, autocomplete: 'off' });
-    const li = h('li', { class: 'edit-row' }, input,
+    const chosen = kinds ? (kinds(value) || SOURCE_KINDS.map(([k]) => k)) : null;
+    const boxes = chosen ? h('span', { class: 'source-kinds' }, SOURCE_KINDS.map(([k, label]) =>
+      h('label', { class: 'inline' },
+        h('input', { type: 'checkbox', 'data-kind': k, checked: chosen.includes(k) }), ` ${label}`))) : null;
+    const li = h('li', { class: 'edit-row' }, input, boxes,
       reorder ? h('button', { type: 'button', class: 'icon-button', 'data-act': 'up', title: 'Move up' }, '↑') : null,
       reorder ? h('button', { type: 'button', class: 'icon-button', 'data-act': 'down', title: 'Move down' }, '↓') : null,
       h('button', { type: 'button', class: 'icon-button', 'data-act': 'remove', title: 'Remove' }, '×'));
@@ -112,7 +140,7 @@ function editableList({ name, legend, noun, values, reorder }) {
         const next = li.nextElementSibling || li.previousElementSibling;
         li.remove();
         renumber();
-        if (next) next.querySelector('input').focus();
+        if (next) next.querySelector('input[type=text]').focus();
         else add.focus();
       } else if (act === 'up' && li.previousElementSibling) {
         list.insertBefore(li, li.previousElementSibling);
@@ -132,14 +160,19 @@ function editableList({ name, legend, noun, values, reorder }) {
     const r = row('');
     list.append(r);
     renumber();
-    r.querySelector('input').focus();
+    r.querySelector('input[type=text]').focus();
   });
   for (const v of values) list.append(row(v));
   fieldset.append(add);
   renumber();
   return {
     el: fieldset,
-    values: () => rows().map((r) => r.querySelector('input').value.trim()).filter(Boolean),
+    values: () => rows().map((r) => r.querySelector('input[type=text]').value.trim()).filter(Boolean),
+    /** `{entry: [kinds]}` for every entry, when entries have kinds. */
+    kinds: () => Object.fromEntries(rows()
+      .map((r) => [r.querySelector('input[type=text]').value.trim(),
+        Array.from(r.querySelectorAll('input[data-kind]')).filter((b) => b.checked).map((b) => b.dataset.kind)])
+      .filter(([v]) => v)),
   };
 }
 
@@ -153,7 +186,11 @@ export function planReviewForm(plan, { round, feedbackSoFar, decide }) {
     const id = uid('answer');
     return { q, input: h('input', { type: 'text', id, autocomplete: 'off' }), id };
   });
-  const queries = editableList({ name: 'query', legend: 'Search queries', noun: 'Query', values: plan.queries || [], reorder: false });
+  const hasKinds = plan.query_sources && Object.keys(plan.query_sources).length > 0;
+  const queries = editableList({
+    name: 'query', legend: hasKinds ? 'Search queries, and where each searches' : 'Search queries', noun: 'Query',
+    values: plan.queries || [], reorder: false, kinds: hasKinds ? (q) => sourcesOf(plan, q) : null,
+  });
   const outline = editableList({ name: 'section', legend: 'Report outline', noun: 'Section', values: plan.outline || [], reorder: true });
   const feedbackId = uid('feedback');
   const feedback = h('textarea', { id: feedbackId, rows: '3', 'aria-describedby': `${feedbackId}-hint` });
@@ -198,8 +235,11 @@ export function planReviewForm(plan, { round, feedbackSoFar, decide }) {
 
   function edited() {
     const next = { ...plan, queries: queries.values(), outline: outline.values() };
+    if (hasKinds) next.query_sources = queries.kinds();
     const same = JSON.stringify(next.queries) === JSON.stringify(plan.queries || [])
-      && JSON.stringify(next.outline) === JSON.stringify(plan.outline || []);
+      && JSON.stringify(next.outline) === JSON.stringify(plan.outline || [])
+      && (!hasKinds || next.queries.every((q) =>
+        JSON.stringify([...next.query_sources[q]].sort()) === JSON.stringify([...(sourcesOf(plan, q) || [])].sort())));
     return same ? null : next;
   }
 

@@ -17,6 +17,8 @@ export function humanize(key) {
 function kind(prop) {
   const t = Array.isArray(prop.type) ? prop.type.find((x) => x !== 'null') : prop.type;
   if (Array.isArray(prop.enum) && prop.enum.every((e) => typeof e === 'string')) return 'enum';
+  const items = prop.items || {};
+  if (t === 'array' && Array.isArray(items.enum) && items.enum.every((e) => typeof e === 'string')) return 'choices';
   if (t === 'boolean') return 'boolean';
   if (t === 'integer' || t === 'number') return t;
   if (t === 'string') return 'string';
@@ -44,6 +46,12 @@ export function settingsFields(container, schema, defaults) {
     } else if (k === 'enum') {
       input = h('select', { id, name: key, 'aria-describedby': hintId },
         prop.enum.map((opt) => h('option', { value: opt, selected: opt === def }, opt)));
+    } else if (k === 'choices') {
+      // Several of a few values: a checkbox each (none checked: the server's default).
+      const chosen = Array.isArray(def) ? def : [];
+      input = h('span', { id, class: 'choices', role: 'group', 'aria-describedby': hintId },
+        prop.items.enum.map((opt) => h('label', { class: 'inline' },
+          h('input', { type: 'checkbox', name: key, value: opt, checked: chosen.includes(opt) }), ` ${opt}`)));
     } else if (k === 'integer' || k === 'number') {
       input = h('input', {
         type: 'number', id, name: key, inputmode: k === 'integer' ? 'numeric' : 'decimal',
@@ -61,7 +69,10 @@ export function settingsFields(container, schema, defaults) {
     const hint = hintId ? h('p', { id: hintId, class: 'hint' }, prop.description + range) : null;
     const row = k === 'boolean'
       ? h('div', { class: 'field field-check' }, input, h('label', { for: id }, label), hint)
-      : h('div', { class: 'field' }, h('label', { for: id }, label), input, hint);
+      : k === 'choices'
+        ? h('div', { class: 'field' }, h('span', { class: 'label', id: `${id}-label` }, label), input, hint)
+        : h('div', { class: 'field' }, h('label', { for: id }, label), input, hint);
+    if (k === 'choices') input.setAttribute('aria-labelledby', `${id}-label`);
     container.append(row);
     fields.push({ key, kind: k, input, def });
   }
@@ -71,6 +82,10 @@ export function settingsFields(container, schema, defaults) {
     switch (f.kind) {
       case 'boolean': return { set: true, value: el.checked };
       case 'enum': return { set: true, value: el.value };
+      case 'choices': return {
+        set: true,
+        value: Array.from(el.querySelectorAll('input[type=checkbox]')).filter((b) => b.checked).map((b) => b.value),
+      };
       case 'integer':
       case 'number': {
         const raw = el.value.trim();
@@ -109,6 +124,10 @@ export function settingsFields(container, schema, defaults) {
       for (const f of fields) {
         const el = f.input;
         if (f.kind === 'boolean') el.checked = Boolean(f.def);
+        else if (f.kind === 'choices') {
+          const chosen = Array.isArray(f.def) ? f.def : [];
+          el.querySelectorAll('input[type=checkbox]').forEach((b) => { b.checked = chosen.includes(b.value); });
+        }
         else if (f.kind === 'json') el.value = f.def === undefined ? '' : JSON.stringify(f.def, null, 2);
         else el.value = f.def === undefined ? '' : String(f.def);
       }
