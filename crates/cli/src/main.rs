@@ -58,6 +58,10 @@ enum Command {
     /// Drives runs without serving the API, beside `fathom serve --no-worker` processes on
     /// the same database (health probes on a side port).
     Worker(worker::WorkerArgs),
+    /// Serves the research as Model Context Protocol tools over stdin and stdout (for an
+    /// assistant that starts Fathom as a child process); `fathom serve` offers the same tools
+    /// over streamable HTTP at /mcp.
+    Mcp(commands::mcp::McpArgs),
     /// Carries on with a session: approves a waiting plan, or finishes interrupted work.
     Resume(research::ResumeArgs),
     /// Saved research sessions.
@@ -198,6 +202,7 @@ async fn run(cli: Cli, telemetry: &telemetry::Telemetry) -> anyhow::Result<ExitC
         Command::Research(args) => return research::research(&app, args).await,
         Command::Serve(args) => return serve::serve(&app, args).await,
         Command::Worker(args) => return worker::worker(&app, args).await,
+        Command::Mcp(args) => return commands::mcp::mcp(&app, args).await,
         Command::Fetch(args) => return fetch::fetch(&app, args).await,
         Command::Eval(args) => return eval::eval(&app, args).await,
         Command::Export(args) => return export::export(&app, args).await,

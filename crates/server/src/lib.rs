@@ -145,6 +145,12 @@ pub fn health_router(state: Arc<AppState>) -> Router {
 
 /// The whole HTTP application.
 pub fn router(state: Arc<AppState>) -> Router {
+    router_with(state, None)
+}
+
+/// The whole HTTP application, with `protected` routes of the caller's (the MCP endpoint)
+/// beside the API, behind the same API key, CORS and limits.
+pub fn router_with(state: Arc<AppState>, protected: Option<Router<Arc<AppState>>>) -> Router {
     let api: Router<Arc<AppState>> = routes::workflows_api().into();
     let deployment_health: Router<Arc<AppState>> = routes::deployment_health().into();
     let deployment_path = format!("/deployments/{}", state.config.deployment.name);
@@ -154,6 +160,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(api.clone())
         .nest(&deployment_path, api.merge(deployment_health))
         .merge(Router::from(routes::agent_data_api()))
+        .merge(protected.unwrap_or_default())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

@@ -4,6 +4,7 @@ pub mod eval;
 pub mod export;
 pub mod fetch;
 pub mod index;
+pub mod mcp;
 pub mod pdf_worker;
 pub mod research;
 pub mod serve;

@@ -79,7 +79,7 @@ pub struct RunsArgs {
 /// The store, and research on it, as a process that serves or drives runs opens them.
 pub struct Host {
     pub store: Arc<SqlStore>,
-    pub research: Research,
+    pub research: Arc<Research>,
 }
 
 impl Host {
@@ -103,7 +103,7 @@ impl Host {
         if let Some(secs) = args.shutdown_grace_secs {
             engine_config.shutdown_grace = Duration::from_secs(secs);
         }
-        let research = app.research(store.clone(), corpus, engine_config)?;
+        let research = Arc::new(app.research(store.clone(), corpus, engine_config)?);
         Ok(Host { store, research })
     }
 
@@ -159,7 +159,12 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
         host.store.clone(),
         server_config,
     )?;
-    let router = fathom_server::router(state.clone());
+    // MCP over streamable HTTP at /mcp, behind the API key like the rest.
+    let mcp = axum::Router::new().nest_service(
+        "/mcp",
+        fathom_mcp::http_service(host.research.clone(), addr.ip().is_loopback()),
+    );
+    let router = fathom_server::router_with(state.clone(), Some(mcp));
     let worker = (!args.no_worker).then(|| Worker::start(&host));
     // On Postgres, runs driven by other processes reach this one's streams as soon as they
     // commit, and work they make reaches this one's worker (LISTEN/NOTIFY).
