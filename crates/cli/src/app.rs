@@ -134,6 +134,11 @@ impl App {
                 parser: content_parser(self.config.pdf),
                 artifacts: store.clone(),
                 docs: Default::default(),
+                external: self
+                    .config
+                    .mcp
+                    .clone()
+                    .map(|m| m as Arc<dyn fathom_research::tools::ExternalTools>),
             },
             models,
             sessions: store.clone(),

@@ -51,7 +51,33 @@ struct ConfigFile {
     parse: ParseSection,
     #[serde(default)]
     delivery: DeliverySection,
+    #[serde(default)]
+    mcp: McpSection,
     research: ResearchSection,
+}
+
+/// MCP servers whose tools the researchers are offered (with a model).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct McpSection {
+    servers: Vec<fathom_mcp::client::ServerSpec>,
+    /// Bound on starting (or reaching) a server and listing its tools.
+    connect_timeout_seconds: u64,
+    /// Bound on one tool call.
+    call_timeout_seconds: u64,
+    /// Characters of a tool's result handed to the model, at most.
+    max_result_chars: usize,
+}
+
+impl Default for McpSection {
+    fn default() -> Self {
+        McpSection {
+            servers: Vec::new(),
+            connect_timeout_seconds: 15,
+            call_timeout_seconds: 30,
+            max_result_chars: 20_000,
+        }
+    }
 }
 
 /// How finished reports are delivered. The secrets (the webhook secret, the SMTP relay and
@@ -268,6 +294,8 @@ pub struct AppConfig {
     /// How reports are delivered (webhook, email): the config's limits, the environment's
     /// secrets.
     pub delivery: Delivery,
+    /// The tools of the configured MCP servers (connected when a run first asks).
+    pub mcp: Option<Arc<fathom_mcp::client::McpTools>>,
 }
 
 impl AppConfig {
@@ -354,8 +382,37 @@ impl AppConfig {
             pdf,
             agent: agent_roles(&file.llm, env).map_err(invalid)?,
             delivery: delivery(&file.delivery, env).map_err(invalid)?,
+            mcp: mcp_tools(&file.mcp).map_err(invalid)?,
         })
     }
+}
+
+/// The MCP servers' tools, when servers are configured.
+fn mcp_tools(section: &McpSection) -> Result<Option<Arc<fathom_mcp::client::McpTools>>, String> {
+    if section.servers.is_empty() {
+        return Ok(None);
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for s in &section.servers {
+        s.check().map_err(|e| format!("mcp.servers: {e}"))?;
+        if !names.insert(s.name.as_str()) {
+            return Err(format!("mcp.servers: '{}' is named twice", s.name));
+        }
+    }
+    if section.connect_timeout_seconds == 0
+        || section.call_timeout_seconds == 0
+        || section.max_result_chars == 0
+    {
+        return Err("mcp: timeouts and max_result_chars must be at least 1".into());
+    }
+    Ok(Some(Arc::new(fathom_mcp::client::McpTools::new(
+        section.servers.clone(),
+        fathom_mcp::client::Limits {
+            connect_timeout: Duration::from_secs(section.connect_timeout_seconds),
+            call_timeout: Duration::from_secs(section.call_timeout_seconds),
+            max_result_chars: section.max_result_chars,
+        },
+    ))))
 }
 
 /// Delivery as the config bounds it and the environment sets it up. A channel whose secret
@@ -536,6 +593,31 @@ mod tests {
 
     fn shipped() -> Value {
         serde_json::from_str(EMBEDDED_CONFIG).expect("the shipped config is JSON")
+    }
+
+    #[test]
+    fn mcp_servers_are_checked() {
+        let mut c = shipped();
+        assert!(parse(&c, &[]).unwrap().mcp.is_none(), "none configured");
+        c["mcp"]["servers"] = json!([{"name": "docs", "command": ["srv"]}]);
+        assert!(parse(&c, &[]).unwrap().mcp.is_some());
+        for (servers, why) in [
+            (json!([{"name": "a b", "command": ["srv"]}]), "'a b' is not a server name"),
+            (json!([{"name": "docs"}]), "needs a command or a url"),
+            (
+                json!([{"name": "docs", "command": ["srv"], "url": "http://x/mcp"}]),
+                "needs a command or a url",
+            ),
+            (
+                json!([{"name": "d", "url": "http://x/mcp"}, {"name": "d", "url": "http://y"}]),
+                "'d' is named twice",
+            ),
+            (json!([{"name": "d", "url": "http://x", "port": 1}]), "unknown field `port`"),
+        ] {
+            c["mcp"]["servers"] = servers;
+            let e = parse(&c, &[]).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
     }
 
     #[test]

@@ -298,3 +298,203 @@ async fn every_prompt_asks_for_the_readers_language() {
         assert!(report.contains(sources), "{report}");
     }
 }
+
+/// The scripted agent, but its researchers use the team's MCP tools: a lookup, then a tool
+/// that fails, then one that never answers, then their findings from the page searched.
+fn agent_with_mcp_tools()
+-> impl Fn(&serde_json::Value, usize) -> fathom_testkit::llm::Reply + Send + Sync {
+    use fathom_testkit::llm::Reply;
+    let scripted = scripted_agent();
+    move |body, n| {
+        let sys = fathom_testkit::agent::system_prompt(body);
+        if !sys.starts_with("You are a researcher") {
+            return scripted(body, n);
+        }
+        let messages = body["messages"].as_array().unwrap();
+        let tool_turns = messages.iter().filter(|m| m["role"] == "tool").count();
+        let first = messages[1]["content"].as_str().unwrap_or("");
+        let task = fathom_testkit::agent::task_of(first);
+        match tool_turns {
+            0 => Reply::call("m1", "docs_lookup", serde_json::json!({"term": task})),
+            1 => Reply::call("m2", "docs_broken", serde_json::json!({"term": task})),
+            2 => Reply::call("m3", "docs_stall", serde_json::json!({"term": task})),
+            _ => {
+                let url = first
+                    .split('<')
+                    .nth(1)
+                    .and_then(|r| r.split('>').next())
+                    .unwrap_or("");
+                Reply::text(&format!(
+                    "{{\"findings\": [{{\"fact\": \"It was measured at 42 units in 2024.\", \"url\": \"{url}\"}}]}}"
+                ))
+            }
+        }
+    }
+}
+
+/// MCP servers named in the config: their tools (with their schemas) reach the researchers
+/// once the plan is approved; a lookup's answer reaches the model, a failing tool and one
+/// that hangs (cut at the call timeout) are told as failures and the run goes on; a tool
+/// with an invalid schema and a server that cannot start are left out with a note. Every
+/// call is journaled: a run killed after its lookup and resumed does not look up again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tools_reach_the_researchers_journaled_and_bounded() {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../pyproject-compat/clients/.venv/bin/python");
+    assert!(
+        python.is_file(),
+        "the Python MCP SDK is not installed: run scripts/test.sh, which installs it"
+    );
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/server.py");
+    let web = SearchAndPages::start().await;
+    let llm = Server::start(agent_with_mcp_tools()).await;
+    let setup = Setup::new(&web, &llm);
+    let calls = setup.dir.join("mcp-calls.jsonl");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&setup.config).unwrap()).unwrap();
+    config["mcp"]["servers"] = serde_json::json!([
+        {"name": "docs", "command": [python, fixture], "env": {"MCP_CALLS": calls}},
+        {"name": "gone", "command": ["/nonexistent/mcp-server"]},
+    ]);
+    config["mcp"]["call_timeout_seconds"] = 2.into();
+    std::fs::write(&setup.config, config.to_string()).unwrap();
+    let c = setup.corpus.to_str().unwrap().to_string();
+    let args = move |out: &str| -> Vec<String> {
+        [
+            "research",
+            "What did the survey measure?",
+            "--corpus",
+            &c,
+            "--yes",
+            "--set",
+            "max_parallel_researchers=1",
+            "--set",
+            "depth=light",
+            "-o",
+            out,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = |a: Vec<String>| {
+        let s = setup.clone();
+        tokio::task::spawn_blocking(move || {
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            fathom(&s, &a).output().unwrap()
+        })
+    };
+    let lookups = || {
+        std::fs::read_to_string(&calls)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"lookup\""))
+            .count()
+    };
+
+    // Stopped at the gate: no tool of anyone else's was called.
+    let mut waiting = args("waiting.md");
+    waiting.retain(|a| a != "--yes");
+    ok(run(waiting).await.unwrap());
+    assert!(!calls.exists(), "nothing reached the MCP server before approval");
+
+    let stdout = ok(run(args("reference.md")).await.unwrap());
+    let id = common::session_of(&stdout);
+    let requests = llm.requests();
+    let researcher: Vec<&serde_json::Value> = requests
+        .iter()
+        .map(|r| &r.body)
+        .filter(|b| fathom_testkit::agent::system_prompt(b).starts_with("You are a researcher"))
+        .collect();
+    let offered: Vec<&str> = researcher[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"docs_lookup"), "{offered:?}");
+    assert!(
+        !offered
+            .iter()
+            .any(|t| t.starts_with("gone_") || *t == "docs_odd"),
+        "{offered:?}"
+    );
+    let lookup = researcher[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "docs_lookup")
+        .unwrap();
+    assert_eq!(
+        lookup["function"]["parameters"]["required"],
+        serde_json::json!(["term"])
+    );
+    let told: Vec<String> = researcher
+        .iter()
+        .flat_map(|b| b["messages"].as_array().unwrap().iter())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        told.iter()
+            .any(|t| t.contains("Glossary:") && t.contains("42 units")),
+        "{told:#?}"
+    );
+    assert!(
+        told.iter().any(|t| t.starts_with("docs_broken failed")),
+        "{told:#?}"
+    );
+    assert!(
+        told.iter()
+            .any(|t| t.contains("docs_stall failed: no answer within 2 s")),
+        "{told:#?}"
+    );
+    let shown = ok(fathom(&setup, &["sessions", "show", &id]).output().unwrap());
+    assert!(
+        shown.contains("MCP server 'gone' could not be reached"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("MCP tool 'odd' of server 'docs' was left out"),
+        "{shown}"
+    );
+    let reference = lookups();
+    assert!(reference >= 1, "the lookup was called");
+
+    // Where the lookup's result sits in its step's journal, to be killed just after it.
+    let store = fathom_store::SqlStore::connect(&format!(
+        "sqlite://{}",
+        setup.dir.join("agent.db").display()
+    ))
+    .await
+    .unwrap();
+    let keys: Vec<(i64, String)> =
+        sqlx::query_as("SELECT scope, result FROM call_journal WHERE run_id = $1 ORDER BY rowid")
+            .bind(&id)
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    let (scope, _) = keys.iter().find(|(_, r)| r.contains("Glossary:")).unwrap();
+    let in_step: Vec<&(i64, String)> = keys.iter().filter(|(s, _)| s == scope).collect();
+    let nth = 1 + in_step
+        .iter()
+        .position(|(_, r)| r.contains("Glossary:"))
+        .unwrap();
+
+    let s = setup.clone();
+    let crash_args = args("crashed.md");
+    let crashed = tokio::task::spawn_blocking(move || {
+        let a: Vec<&str> = crash_args.iter().map(String::as_str).collect();
+        common::run_until_crash(fathom(&s, &a), &format!("run_web_research:{nth}"))
+    })
+    .await
+    .unwrap();
+    let at_crash = lookups();
+    assert_eq!(at_crash - reference, 1, "killed just after its lookup");
+    ok(run(vec!["resume".into(), crashed]).await.unwrap());
+    assert_eq!(
+        lookups() - reference,
+        reference,
+        "the resumed run looked up no more than an uninterrupted one: the journaled lookup \
+         was not called again"
+    );
+}

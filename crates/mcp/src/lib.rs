@@ -5,7 +5,10 @@
 //! or reject with feedback), `get_progress`, `get_report` (the cited report and its sources)
 //! and `search_sessions`. Served over stdio (`fathom mcp`) and over streamable HTTP at `/mcp`
 //! on `fathom serve`, behind the same API key as the rest of the API. Runs started here are
-//! ordinary runs: the web UI and the workflows API see them too.
+//! ordinary runs: the web UI and the workflows API see them too. [`client`] goes the other way:
+//! MCP servers' tools for the researchers.
+
+pub mod client;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

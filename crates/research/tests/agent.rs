@@ -109,6 +109,7 @@ async fn service_with_local(
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
             docs: Default::default(),
+            external: None,
         },
         models: Some(models(&llm.base_url)),
         sessions: store.clone(),

@@ -32,6 +32,7 @@ async fn metadata_returns_the_collection_and_the_resolved_settings_schema() {
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
             docs: Default::default(),
+            external: None,
         },
         models: None,
         sessions: store.clone(),

@@ -253,6 +253,7 @@ async fn deep_research_over_the_web() {
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
             docs: Default::default(),
+            external: None,
         },
         models: None,
         sessions: store.clone(),

@@ -90,6 +90,7 @@ async fn server_with(opts: Opts) -> Server {
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
             docs: Default::default(),
+            external: None,
         },
         models: None,
         sessions: store.clone(),

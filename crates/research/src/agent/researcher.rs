@@ -18,7 +18,7 @@ use crate::planner::Plan;
 use crate::settings::Settings;
 use crate::state::{Finding, Gathered, RunCtx};
 use crate::tools::web::canonical_url;
-use crate::tools::{Invocation, Tools};
+use crate::tools::{ExternalTool, Invocation, Tools};
 use fathom_corpus::SearchHit;
 use fathom_evidence::{best_passages, cut, opening};
 
@@ -81,8 +81,9 @@ and their findings, and the tasks left, decide: `continue` (the tasks left are r
 `adjust` (give in `tasks` the tasks that should be researched next instead; completed work \
 is kept), or `complete` (the findings answer the question well enough). Answer with JSON only.";
 
-fn tool_specs() -> Vec<ToolSpec> {
-    vec![
+/// The tools a researcher is offered: its own, and those from elsewhere (MCP servers').
+fn tool_specs(extra: &[ExternalTool]) -> Vec<ToolSpec> {
+    let own = vec![
         ToolSpec {
             name: "web_search".into(),
             description: "Search; returns titles, URLs and the best passages of the top results."
@@ -95,8 +96,18 @@ fn tool_specs() -> Vec<ToolSpec> {
                 .into(),
             parameters: schema_of::<FetchUrlArgs>(),
         },
-    ]
+    ];
+    own.into_iter()
+        .chain(extra.iter().map(|t| ToolSpec {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: t.parameters.clone(),
+        }))
+        .collect()
 }
+
+/// Told to a researcher that has tools from elsewhere besides its own.
+const EXTRA_TOOLS: &str = "Other tools are offered too (the team's own services): use one when it fits your task better than a web search. State only what a tool or a page told you.";
 
 fn over_budget(ctx: &RunCtx, settings: &Settings) -> Option<String> {
     let used = ctx.read_state(|s| s.tokens_used);
@@ -119,6 +130,16 @@ pub async fn research(
     wrap_up: impl Fn() -> bool,
 ) -> Result<Gathered, StepError> {
     let mut gathered = Gathered::default();
+    // The tools of the configured MCP servers, asked for once the plan is approved; what
+    // could not be offered is noted on the run, which goes on without it.
+    let extra = match &tools.external {
+        Some(external) => {
+            let (offered, notes) = external.list().await;
+            gathered.notes.extend(notes);
+            offered
+        }
+        None => Vec::new(),
+    };
     let mut pending: Vec<String> = plan.queries.clone();
     let parallel = settings.max_parallel_researchers.clamp(1, 8);
     for step in 1..=settings.depth.max_steps() {
@@ -137,6 +158,7 @@ pub async fn research(
             researcher(
                 ctx,
                 tools,
+                &extra,
                 models,
                 plan,
                 settings,
@@ -252,6 +274,7 @@ struct ResearcherReport {
 async fn researcher(
     ctx: &RunCtx,
     tools: &Tools,
+    extra: &[ExternalTool],
     models: &Models,
     plan: &Plan,
     settings: &Settings,
@@ -268,6 +291,7 @@ async fn researcher(
         settings,
         plan,
         task,
+        extra,
         read: Vec::new(),
         searched: Vec::new(),
         tried: Vec::new(),
@@ -287,7 +311,12 @@ async fn researcher(
             .await?;
         first.push_str(&format!("\n\nA search for your task found:\n{found}"));
     }
-    let mut messages = vec![super::system(ctx, RESEARCHER), Message::user(first)];
+    let prompt = if extra.is_empty() {
+        RESEARCHER.to_string()
+    } else {
+        format!("{RESEARCHER} {EXTRA_TOOLS}")
+    };
+    let mut messages = vec![super::system(ctx, &prompt), Message::user(first)];
     let mut notes: Vec<String> = Vec::new();
     let mut answer_text: Option<String> = None;
     let mut nudged = false;
@@ -304,7 +333,7 @@ async fn researcher(
         let before = std::mem::take(&mut announce);
         let request = ChatRequest {
             messages: messages.clone(),
-            tools: if last { Vec::new() } else { tool_specs() },
+            tools: if last { Vec::new() } else { tool_specs(extra) },
             temperature: Some(0.2),
             max_tokens: Some(output_tokens::RESEARCH),
             ..Default::default()
@@ -462,6 +491,8 @@ struct Reader<'a> {
     /// The plan, which says where the task's searches look.
     plan: &'a Plan,
     task: &'a str,
+    /// Tools from elsewhere (MCP servers') offered besides web_search and fetch_url.
+    extra: &'a [ExternalTool],
     read: Vec<ReadDoc>,
     /// Queries searched, with their results: a query asked again is answered from here
     /// (small models repeat themselves).
@@ -482,10 +513,54 @@ impl Reader<'_> {
                 Ok(a) => self.fetch(tool_id, &a.url).await,
                 Err(_) => Ok("fetch_url needs {\"url\": \"...\"}".into()),
             },
+            other if self.extra.iter().any(|t| t.name == other) => {
+                self.external(tool_id, other, args).await
+            }
             other => Ok(format!(
-                "There is no tool named {other}. The tools are web_search and fetch_url."
+                "There is no tool named {other}. The tools are web_search and fetch_url{}.",
+                self.extra
+                    .iter()
+                    .map(|t| format!(", {}", t.name))
+                    .collect::<String>()
             )),
         }
+    }
+
+    /// A tool from elsewhere (an MCP server's), journaled like a search: a run resumed after
+    /// it does not call again. Its bounds in time and size are the tool source's.
+    async fn external(
+        &mut self,
+        tool_id: &str,
+        name: &str,
+        args: Value,
+    ) -> Result<String, StepError> {
+        // Nothing leaves for a tool of someone else's before the plan is approved.
+        if self
+            .ctx
+            .read_state(|s| s.status == crate::state::SessionStatus::AwaitingApproval)
+        {
+            return Ok(format!("{name} is refused: the plan is not approved yet"));
+        }
+        let Some(external) = self.tools.external.clone() else {
+            return Ok(format!("{name} is not available"));
+        };
+        let (tool, arguments) = (name.to_string(), args.clone());
+        let out = Invocation::new(
+            "mcp_tool",
+            tool_id.to_string(),
+            json!({"tool": name, "arguments": args}),
+        )
+        .call(
+            self.ctx,
+            || async move { external.call(&tool, arguments).await },
+            |text: &String| cut(text, 300),
+            |text| json!({ "text": text }),
+        )
+        .await?;
+        Ok(match out {
+            Ok(text) => text,
+            Err(e) => format!("{name} failed: {e}"),
+        })
     }
 
     /// `web_search`, then its top results read and shown by their best passages.

@@ -97,6 +97,29 @@ pub struct Tools {
     pub artifacts: Arc<dyn ArtifactStore>,
     /// Documents read lately, kept parsed (see [`read::DocCache`]).
     pub docs: read::DocCache,
+    /// Tools from elsewhere offered to the researchers (MCP servers' tools), if configured.
+    pub external: Option<Arc<dyn ExternalTools>>,
+}
+
+/// A tool a researcher may call besides web_search and fetch_url: one of an MCP server's.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ExternalTool {
+    /// The name the model calls it by (unique among the tools offered).
+    pub name: String,
+    pub description: String,
+    /// Its arguments' JSON Schema.
+    pub parameters: Value,
+}
+
+/// Tools from elsewhere (MCP servers): what they offer and how to call them. Calls are
+/// bounded in time and size by the implementation; the researcher journals each one.
+#[async_trait]
+pub trait ExternalTools: Send + Sync {
+    /// The tools offered, and a note for each server or tool that could not be offered (an
+    /// unreachable server, a tool whose schema is not valid).
+    async fn list(&self) -> (Vec<ExternalTool>, Vec<String>);
+    /// Calls tool `name` (as listed) with `arguments`: its text, or why it failed.
+    async fn call(&self, name: &str, arguments: Value) -> Result<String, String>;
 }
 
 impl Tools {
