@@ -602,7 +602,10 @@ mod tests {
         c["mcp"]["servers"] = json!([{"name": "docs", "command": ["srv"]}]);
         assert!(parse(&c, &[]).unwrap().mcp.is_some());
         for (servers, why) in [
-            (json!([{"name": "a b", "command": ["srv"]}]), "'a b' is not a server name"),
+            (
+                json!([{"name": "a b", "command": ["srv"]}]),
+                "'a b' is not a server name",
+            ),
             (json!([{"name": "docs"}]), "needs a command or a url"),
             (
                 json!([{"name": "docs", "command": ["srv"], "url": "http://x/mcp"}]),
@@ -612,7 +615,10 @@ mod tests {
                 json!([{"name": "d", "url": "http://x/mcp"}, {"name": "d", "url": "http://y"}]),
                 "'d' is named twice",
             ),
-            (json!([{"name": "d", "url": "http://x", "port": 1}]), "unknown field `port`"),
+            (
+                json!([{"name": "d", "url": "http://x", "port": 1}]),
+                "unknown field `port`",
+            ),
         ] {
             c["mcp"]["servers"] = servers;
             let e = parse(&c, &[]).unwrap_err();

@@ -93,9 +93,14 @@ fn show_event(env: &Envelope, events: bool) {
     }
     match tool {
         "web_search" => eprintln!(
-            "  searched \"{}\": {} results",
+            "  searched \"{}\": {} results{}",
             v["tool_kwargs"]["query"].as_str().unwrap_or(""),
-            out["raw_output"]["hits"].as_array().map_or(0, Vec::len)
+            out["raw_output"]["hits"].as_array().map_or(0, Vec::len),
+            // Part of the search failed (the web, say) while the rest answered.
+            out["raw_output"]["missing"]
+                .as_str()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
         ),
         // The agent's fetch_url reads (fetch and parse in one call) and names the title.
         "parse_content" | "fetch_url" if out["raw_output"]["title"].is_string() => eprintln!(

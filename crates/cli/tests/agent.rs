@@ -395,7 +395,10 @@ async fn mcp_tools_reach_the_researchers_journaled_and_bounded() {
     let mut waiting = args("waiting.md");
     waiting.retain(|a| a != "--yes");
     ok(run(waiting).await.unwrap());
-    assert!(!calls.exists(), "nothing reached the MCP server before approval");
+    assert!(
+        !calls.exists(),
+        "nothing reached the MCP server before approval"
+    );
 
     let stdout = ok(run(args("reference.md")).await.unwrap());
     let id = common::session_of(&stdout);

@@ -683,3 +683,68 @@ async fn local_and_web_sources_in_one_report() {
         "sources: this server cannot search web: no web search provider is configured",
     );
 }
+
+/// A web search provider that refuses the key: each search says so (not retried), the run
+/// goes on with the local corpus and writes its report, and the session notes the refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_provider_refusing_the_key_leaves_the_run_to_its_corpus() {
+    let (env, _keep) = env(Dialect::Sqlite).await;
+    let refusals = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = refusals.clone();
+    let app = axum::Router::new().route(
+        "/search",
+        axum::routing::post(move || {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                (axum::http::StatusCode::UNAUTHORIZED, "invalid api key")
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let mut config: serde_json::Value = serde_json::from_str(fathom_testkit::CONFIG_JSON).unwrap();
+    config["search"]["provider"] = "tavily".into();
+    config["search"]["base_url"] = format!("http://{origin}").into();
+    let path = env.work.join("tavily.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let out = env
+        .cmd(&[
+            "--config",
+            path.to_str().unwrap(),
+            "research",
+            "How does ownership work?",
+            "--corpus",
+            env.corpus.to_str().unwrap(),
+            "--yes",
+        ])
+        .env("TAVILY_API_KEY", "wrong")
+        .output()
+        .unwrap();
+    let stdout = ok(&out);
+    let refusal = "the web search failed (tavily answered HTTP 401; check the search settings); \
+                   only the local corpus answered";
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        progress.contains(refusal),
+        "the person watching sees the refusal: {progress}"
+    );
+    let report = report_of(&env, &stdout);
+    assert!(report.contains("`file://"), "the corpus answered: {report}");
+    let searches = refusals.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(searches >= 1);
+    let shown = ok(&env.run(&[
+        "--config",
+        path.to_str().unwrap(),
+        "sessions",
+        "show",
+        &session_of(&stdout),
+    ]));
+    assert!(shown.contains("completed"), "{shown}");
+    assert_eq!(
+        shown.matches(refusal).count(),
+        1,
+        "the session keeps one note of it: {shown}"
+    );
+}

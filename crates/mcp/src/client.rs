@@ -108,28 +108,27 @@ impl McpTools {
         let mut offered = Vec::new();
         let mut notes = Vec::new();
         for (i, spec) in self.servers.iter().enumerate() {
-            let client = match tokio::time::timeout(self.limits.connect_timeout, connect(spec))
-                .await
-            {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => {
-                    notes.push(format!(
+            let client =
+                match tokio::time::timeout(self.limits.connect_timeout, connect(spec)).await {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(e)) => {
+                        notes.push(format!(
                         "MCP server '{}' could not be reached ({e}); its tools were not offered",
                         spec.name
                     ));
-                    clients.push(None);
-                    continue;
-                }
-                Err(_) => {
-                    notes.push(format!(
+                        clients.push(None);
+                        continue;
+                    }
+                    Err(_) => {
+                        notes.push(format!(
                         "MCP server '{}' did not answer within {} s; its tools were not offered",
                         spec.name,
                         self.limits.connect_timeout.as_secs()
                     ));
-                    clients.push(None);
-                    continue;
-                }
-            };
+                        clients.push(None);
+                        continue;
+                    }
+                };
             let listed =
                 tokio::time::timeout(self.limits.connect_timeout, client.list_all_tools()).await;
             match listed {

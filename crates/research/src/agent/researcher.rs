@@ -18,7 +18,7 @@ use crate::planner::Plan;
 use crate::settings::Settings;
 use crate::state::{Finding, Gathered, RunCtx};
 use crate::tools::web::canonical_url;
-use crate::tools::{ExternalTool, Invocation, Tools};
+use crate::tools::{ExternalTool, Found, Invocation, Tools};
 use fathom_corpus::SearchHit;
 use fathom_evidence::{best_passages, cut, opening};
 
@@ -592,26 +592,37 @@ impl Reader<'_> {
             .searcher_for(self.plan, self.task, &self.settings.sources);
         let k = self.settings.max_search_results_per_query;
         let q = query.to_string();
-        let hits = Invocation::new("web_search", tool_id.to_string(), json!({"query": query}))
+        let found = Invocation::new("web_search", tool_id.to_string(), json!({"query": query}))
             .preceded_by(before)
             .call(
                 self.ctx,
                 || async move {
                     match search {
-                        Some(search) => search.search(&q, k).await,
+                        Some(search) => search.search_all(&q, k).await,
                         None => Err("this server cannot search where the plan says".to_string()),
                     }
                 },
-                |hits: &Vec<SearchHit>| format!("{} results", hits.len()),
-                |hits| json!({ "hits": hits }),
+                |found: &Found| match &found.missing {
+                    Some(missing) => format!("{} results ({missing})", found.hits.len()),
+                    None => format!("{} results", found.hits.len()),
+                },
+                |found| json!({ "hits": found.hits, "missing": found.missing }),
             )
             .await?;
-        let hits = match hits {
-            Ok(hits) if hits.is_empty() => return Ok("No results.".into()),
-            Ok(hits) => hits,
+        let (hits, missing) = match found {
+            Ok(found) if found.hits.is_empty() => {
+                return Ok(match found.missing {
+                    Some(missing) => format!("No results; {missing}."),
+                    None => "No results.".into(),
+                });
+            }
+            Ok(found) => (found.hits, found.missing),
             Err(e) => return Ok(format!("Search failed: {e}")),
         };
         let mut out = String::new();
+        if let Some(missing) = missing {
+            out.push_str(&format!("Note: {missing}.\n"));
+        }
         for (j, h) in hits.iter().enumerate() {
             out.push_str(&format!("{}. {} <{}>\n", j + 1, h.title, h.url));
             let doc = if j < READ_PER_SEARCH {

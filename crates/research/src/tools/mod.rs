@@ -29,6 +29,48 @@ pub trait SearchProvider: Send + Sync + 'static {
         false
     }
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String>;
+
+    /// The search's hits and, when it asks several places and one of them failed while the
+    /// others answered, what failed: a person must know that the web was not searched.
+    async fn search_all(&self, query: &str, limit: usize) -> Result<Found, String> {
+        self.search(query, limit).await.map(|hits| Found {
+            hits,
+            missing: None,
+        })
+    }
+}
+
+/// What a search found, as journaled: the hits, and what part of the search failed.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(from = "FoundStored")]
+pub struct Found {
+    pub hits: Vec<SearchHit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+}
+
+/// [`Found`] as stored: runs journaled before partial failures were kept hold the hits alone.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum FoundStored {
+    Hits(Vec<SearchHit>),
+    Found {
+        hits: Vec<SearchHit>,
+        #[serde(default)]
+        missing: Option<String>,
+    },
+}
+
+impl From<FoundStored> for Found {
+    fn from(stored: FoundStored) -> Self {
+        match stored {
+            FoundStored::Hits(hits) => Found {
+                hits,
+                missing: None,
+            },
+            FoundStored::Found { hits, missing } => Found { hits, missing },
+        }
+    }
 }
 
 /// How `fetch_url` reads a document.
@@ -190,13 +232,29 @@ impl SearchProvider for Blended {
     }
 
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String> {
+        self.search_all(query, limit).await.map(|found| found.hits)
+    }
+
+    async fn search_all(&self, query: &str, limit: usize) -> Result<Found, String> {
         let (local, web) = tokio::join!(
             self.local.search(query, limit),
             self.web.search(query, limit)
         );
-        let lists: Vec<Vec<SearchHit>> = match (local, web) {
+        let (lists, missing): (Vec<Vec<SearchHit>>, _) = match (local, web) {
             (Err(a), Err(b)) => return Err(format!("{a}; {b}")),
-            (l, w) => [l, w].into_iter().filter_map(Result::ok).collect(),
+            (Ok(l), Err(e)) => (
+                vec![l],
+                Some(format!(
+                    "the web search failed ({e}); only the local corpus answered"
+                )),
+            ),
+            (Err(e), Ok(w)) => (
+                vec![w],
+                Some(format!(
+                    "the local corpus search failed ({e}); only the web answered"
+                )),
+            ),
+            (Ok(l), Ok(w)) => (vec![l, w], None),
         };
         let mut fused: Vec<(String, SearchHit, f64)> = Vec::new();
         for list in &lists {
@@ -211,11 +269,12 @@ impl SearchProvider for Blended {
         }
         // Stable: at equal scores the corpus's hit (listed first) comes first.
         fused.sort_by(|a, b| b.2.total_cmp(&a.2));
-        Ok(fused
+        let hits = fused
             .into_iter()
             .take(limit)
             .map(|(_, hit, score)| SearchHit { score, ..hit })
-            .collect())
+            .collect();
+        Ok(Found { hits, missing })
     }
 }
 
@@ -352,4 +411,30 @@ fn result_event<T>(
         },
         return_direct: false,
     })?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A search journaled by an earlier version (its hits alone) reads back when a run
+    /// stored then is resumed now; what is journaled now keeps what part failed.
+    #[test]
+    fn searches_journaled_before_and_now_read_back() {
+        let hit = json_hit();
+        let old: Found = serde_json::from_value(serde_json::json!([hit])).unwrap();
+        assert_eq!(old.hits.len(), 1);
+        assert_eq!(old.missing, None);
+        let now = Found {
+            hits: old.hits.clone(),
+            missing: Some("the web search failed (HTTP 401)".into()),
+        };
+        let again: Found = serde_json::from_value(serde_json::to_value(&now).unwrap()).unwrap();
+        assert_eq!(again, now);
+    }
+
+    fn json_hit() -> Value {
+        serde_json::json!({"url": "file:///a.md", "title": "A", "heading": "", "snippet": "s",
+                           "score": 1.0})
+    }
 }

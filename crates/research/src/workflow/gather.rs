@@ -16,9 +16,9 @@ use crate::follow_up::FollowUp;
 use crate::planner::{Plan, sources_tag};
 use crate::state::{ArtifactRef, Gathered, SourceEntry, past};
 use crate::state::{RunCtx, next_tool_id};
-use crate::tools::Invocation;
 use crate::tools::read::{FetchedRef, ParsedSummary};
 use crate::tools::web::canonical_url;
+use crate::tools::{Found, Invocation};
 
 pub(super) async fn run_web_research(
     ctx: RunCtx,
@@ -121,26 +121,41 @@ pub(super) async fn run_web_research(
         }
         let search = deps.tools.searcher_for(&ev.plan, query, &settings.sources);
         let (q, k) = (query.clone(), settings.max_search_results_per_query);
-        let hits = Invocation::new("web_search", id, kwargs)
+        let found = Invocation::new("web_search", id, kwargs)
             .call(
                 &ctx,
                 || async move {
                     match search {
-                        Some(search) => search.search(&q, k).await,
+                        Some(search) => search.search_all(&q, k).await,
                         None => Err(format!("this server cannot search {}", sources_tag(&kinds))),
                     }
                 },
-                |hits: &Vec<SearchHit>| {
-                    let mut text = format!("{} results", hits.len());
-                    for h in hits {
+                |found: &Found| {
+                    let mut text = format!("{} results", found.hits.len());
+                    if let Some(missing) = &found.missing {
+                        text.push_str(&format!(" ({missing})"));
+                    }
+                    for h in &found.hits {
                         text.push_str(&format!("\n- {} ({})", h.title, h.url));
                     }
                     text
                 },
-                |hits| json!({ "hits": hits }),
+                |found| json!({ "hits": found.hits, "missing": found.missing }),
             )
             .await?;
-        per_query.push(hits.unwrap_or_default());
+        let found = found.unwrap_or_else(|_| Found {
+            hits: Vec::new(),
+            missing: None,
+        });
+        if let Some(missing) = found.missing {
+            // Once per run: every query meets the same failure.
+            ctx.edit_state(|s| {
+                if !s.notes.contains(&missing) {
+                    s.notes.push(missing);
+                }
+            });
+        }
+        per_query.push(found.hits);
     }
     // Round-robin over the queries, so every query contributes before any contributes twice.
     let mut chosen: Vec<SearchHit> = Vec::new();

@@ -608,8 +608,11 @@ function toolView(e, who) {
   const detail = e.pending ? h('span', { class: 'muted' }, ` ${describeCall(e.tool, kw)}…`)
     : e.error ? h('p', { class: 'entry-error' }, h('strong', {}, 'Why: '), e.text || 'no reason given')
       : e.tool === 'web_search' && e.raw && Array.isArray(e.raw.hits)
-        ? h('details', {}, h('summary', {}, plural(e.raw.hits.length, 'result')),
-          h('ul', { class: 'plain-list' }, e.raw.hits.map((hit) => h('li', {}, hit.title || hit.url))))
+        ? h('span', {},
+          h('details', {}, h('summary', {}, plural(e.raw.hits.length, 'result')),
+            h('ul', { class: 'plain-list' }, e.raw.hits.map((hit) => h('li', {}, hit.title || hit.url)))),
+          // Part of the search failed (the web, say) while the rest answered.
+          e.raw.missing ? h('p', { class: 'entry-error' }, h('strong', {}, 'Not all searched: '), e.raw.missing) : null)
         : e.tool === 'update_report' || e.tool === 'decompose_query' ? null
           : known(e) ? h('span', { class: 'muted entry-result' }, ` ${known(e)}`)
             : e.text ? h('span', { class: 'muted entry-result' }, ` ${clip(e.text.split('\n')[0], 160)}`) : null;
