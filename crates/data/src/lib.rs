@@ -26,6 +26,9 @@ pub enum DataError {
     Conflict(String),
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// The database cannot be reached now: worth trying again shortly. For logs only.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     /// The database failed; the detail is for logs, not for clients.
     #[error("storage failure: {0}")]
     Backend(String),

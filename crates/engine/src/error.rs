@@ -118,6 +118,9 @@ pub enum EngineError {
 impl EngineError {
     /// Whether the caller's input was at fault (unknown names, bad events), not the system.
     pub fn is_client_error(&self) -> bool {
-        !matches!(self, EngineError::Store(StoreError::Backend(_)))
+        !matches!(
+            self,
+            EngineError::Store(StoreError::Backend(_) | StoreError::Unavailable(_))
+        )
     }
 }

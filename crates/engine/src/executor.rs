@@ -490,6 +490,16 @@ impl Engine {
         let id = run.id.clone();
         let release = match self.drive_steps(&wf, run, &lease, lost_rx).await {
             Ok(release) => release,
+            Err(StoreError::Unavailable(e)) => {
+                // Nothing the step did counts as an attempt: the run is let go as soon as the
+                // database is back, and claimed again (here or elsewhere) from what it holds.
+                warn!(run = %id, error = %e, "database unavailable; run let go when it is back");
+                heartbeat.abort();
+                self.release_when_back(&lease).await;
+                self.notify(&id);
+                self.wake.notify_one();
+                return;
+            }
             Err(e) => {
                 warn!(run = %id, error = %e, "stopped driving run");
                 true
@@ -651,6 +661,9 @@ impl Engine {
                     SuspendOutcome::MailArrived => continue,
                 },
                 Err(StepError::LeaseLost) => return Ok(false),
+                Err(StepError::Store(StoreError::Unavailable(e))) => {
+                    return Err(StoreError::Unavailable(e));
+                }
                 Err(
                     err @ (StepError::Failed(_) | StepError::Store(_) | StepError::Permanent(_)),
                 ) => {
@@ -677,6 +690,26 @@ impl Engine {
                         return Ok(false);
                     }
                 }
+            }
+        }
+    }
+
+    /// Lets go of `lease` once the database answers again, trying with backoff until the
+    /// lease would have expired anyway (then whoever claims it first carries on).
+    async fn release_when_back(&self, lease: &Lease) {
+        let give_up = Instant::now() + self.config.lease_ttl;
+        let mut wait = Duration::from_millis(100);
+        loop {
+            match self.store.release_lease(lease).await {
+                Err(StoreError::Unavailable(_)) if Instant::now() < give_up => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => {
+                    warn!(run = %lease.run_id, error = %e, "could not let the run go");
+                    return;
+                }
+                Ok(_) => return,
             }
         }
     }

@@ -15,6 +15,8 @@ use serde::Serialize;
 pub struct ApiError {
     pub status: StatusCode,
     pub detail: String,
+    /// Seconds a client should wait before trying again (`Retry-After`), for a 503.
+    pub retry_after: Option<u64>,
 }
 
 /// The body of every error response.
@@ -25,11 +27,26 @@ pub struct ErrorBody {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// What `Retry-After` says while the database is away.
+const RETRY_AFTER_SECS: u64 = 2;
+
 impl ApiError {
     pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
         ApiError {
             status,
             detail: detail.into(),
+            retry_after: None,
+        }
+    }
+    /// The database is away for now: 503 with `Retry-After`, the reason logged, not shown.
+    pub fn unavailable(why: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %why, "database unavailable; request refused with 503");
+        ApiError {
+            retry_after: Some(RETRY_AFTER_SECS),
+            ..Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable right now; try again shortly",
+            )
         }
     }
     pub fn bad_request(detail: impl Into<String>) -> Self {
@@ -54,13 +71,19 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let detail = if self.status.is_server_error() {
+        // A 503 with Retry-After says only that the database is away (`unavailable`).
+        let detail = if self.status.is_server_error() && self.retry_after.is_none() {
             tracing::error!(status = %self.status, detail = %self.detail, "request failed");
             "Internal server error; the server log has the details".to_string()
         } else {
             self.detail
         };
-        (self.status, Json(ErrorBody { detail })).into_response()
+        let mut resp = (self.status, Json(ErrorBody { detail })).into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        resp
     }
 }
 
@@ -71,6 +94,7 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(why) => ApiError::conflict(why),
             StoreError::Invalid(why) => ApiError::bad_request(why),
             StoreError::LeaseLost(_) => ApiError::conflict("the run changed hands; try again"),
+            StoreError::Unavailable(why) => ApiError::unavailable(why),
             StoreError::Backend(why) => ApiError::internal(why),
         }
     }
@@ -82,6 +106,7 @@ impl From<DataError> for ApiError {
             DataError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
             DataError::Conflict(why) => ApiError::conflict(why),
             DataError::Invalid(why) => ApiError::bad_request(why),
+            DataError::Unavailable(why) => ApiError::unavailable(why),
             DataError::Backend(why) => ApiError::internal(why),
         }
     }

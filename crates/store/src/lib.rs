@@ -28,6 +28,10 @@ pub use dialect::Dialect;
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
 
+/// How long a statement waits for a connection from the pool before the database counts as
+/// unavailable ([`StoreError::Unavailable`]).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Counters a benchmark or operator can read.
 #[derive(Debug, Default)]
 pub struct StoreStats {
@@ -183,7 +187,9 @@ impl SqlStore {
                 Dialect::Postgres => 16,
                 Dialect::Sqlite => 8,
             })
-            .acquire_timeout(Duration::from_secs(30))
+            // Short: while the database is away a request is answered 503 within this time
+            // rather than hanging; the engine tries again by itself.
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if dialect == Dialect::Sqlite {
@@ -308,16 +314,19 @@ fn connect_error(target: &DatabaseTarget, e: sqlx::Error) -> StoreError {
     }
 }
 
-/// Database failures become `Backend`; the text is for logs only.
 /// The two error types this crate reports (the engine's and the data stores'), built from a
 /// database failure whose text is for logs only.
 pub(crate) trait BackendError {
     fn backend(detail: String) -> Self;
+    fn unavailable(detail: String) -> Self;
 }
 
 impl BackendError for StoreError {
     fn backend(detail: String) -> Self {
         StoreError::Backend(detail)
+    }
+    fn unavailable(detail: String) -> Self {
+        StoreError::Unavailable(detail)
     }
 }
 
@@ -325,10 +334,48 @@ impl BackendError for DataError {
     fn backend(detail: String) -> Self {
         DataError::Backend(detail)
     }
+    fn unavailable(detail: String) -> Self {
+        DataError::Unavailable(detail)
+    }
 }
 
+/// A database failure: `Unavailable` when the database cannot be reached or refuses writes
+/// for now (worth trying again shortly), else `Backend`. The text is for logs only.
 pub(crate) fn db_err<E: BackendError>(e: sqlx::Error) -> E {
-    E::backend(e.to_string())
+    if is_unavailable(&e) {
+        E::unavailable(e.to_string())
+    } else {
+        E::backend(e.to_string())
+    }
+}
+
+/// Whether `e` says the database is out of reach rather than that the statement failed: no
+/// connection to be had, a connection lost, the server shutting down or starting up, or
+/// (SQLite) a database file that is locked, read-only or cannot be written just now.
+fn is_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            // Postgres SQLSTATEs: class 08 connection exceptions, 57P01-57P03 shutting down
+            // or starting up, 53300 too many connections, 25006 a read-only transaction
+            // (a standby). SQLite result codes, primary part: BUSY 5, LOCKED 6, READONLY 8,
+            // IOERR 10, FULL 13, CANTOPEN 14.
+            if code.starts_with("08")
+                || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300" | "25006")
+            {
+                return true;
+            }
+            code.parse::<i64>()
+                .is_ok_and(|n| matches!(n & 0xff, 5 | 6 | 8 | 10 | 13 | 14))
+        }
+        _ => false,
+    }
 }
 
 pub(crate) fn json_err<E: BackendError>(e: serde_json::Error) -> E {
@@ -341,6 +388,7 @@ pub(crate) fn to_data(e: StoreError) -> DataError {
         StoreError::NotFound(m) => DataError::NotFound(m),
         StoreError::Conflict(m) => DataError::Conflict(m),
         StoreError::Invalid(m) => DataError::Invalid(m),
+        StoreError::Unavailable(m) => DataError::Unavailable(m),
         StoreError::LeaseLost(m) | StoreError::Backend(m) => DataError::Backend(m),
     }
 }

@@ -36,5 +36,4 @@ pub fn record(scenario: &str, figure: &str, measured: impl Display, bound: &str,
 }
 
 /// The header the rows go under.
-pub const HEADER: &str =
-    "| scenario | figure | measured | bound | held |\n|---|---|---|---|---|";
+pub const HEADER: &str = "| scenario | figure | measured | bound | held |\n|---|---|---|---|---|";

@@ -27,17 +27,25 @@ pub struct Env {
 }
 
 pub async fn env(dialect: Dialect) -> Env {
+    let (db, keep) = fathom_testkit::db::fresh_url(dialect).await;
+    Env {
+        _keep: keep,
+        ..env_on(db)
+    }
+}
+
+/// A corpus and a working folder for processes on the database at `db`.
+pub fn env_on(db: String) -> Env {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = tmp.path().join("corpus");
     std::fs::create_dir_all(&corpus).unwrap();
     fathom_testkit::fixtures::write_sample_corpus(&corpus);
-    let (db, keep) = fathom_testkit::db::fresh_url(dialect).await;
     Env {
         tmp,
         corpus,
         db,
         config: None,
-        _keep: keep,
+        _keep: None,
     }
 }
 

@@ -22,6 +22,10 @@ pub enum StoreError {
     Conflict(String),
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// The database cannot be reached now (down, restarting, refusing writes): worth trying
+    /// again shortly. The detail is for logs, not for clients.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     /// The database failed; the detail is for logs, not for clients.
     #[error("storage failure: {0}")]
     Backend(String),

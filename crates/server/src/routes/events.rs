@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use fathom_engine::store::{RunStatus, StoredEvent};
+use fathom_engine::store::{RunStatus, StoreError, StoredEvent};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -118,6 +118,9 @@ pub async fn stream_events(
     }
 }
 
+/// How long an open event stream waits for the database to come back before it ends.
+const STREAM_OUTAGE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Sends run `id`'s events after `after` into `tx` until the stop event, the run's end, the
 /// client going away, or the server shutting down.
 async fn follow(
@@ -129,7 +132,11 @@ async fn follow(
 ) {
     let mut follower = state.engine.follow(&id, after);
     let mut closing = state.closing();
-    // Bounded by the run's stream; each pass hands one event on.
+    // While the database is away the stream stays open (heartbeats go on) and reads again
+    // with backoff, for up to this long in a row; then it ends and the client reconnects.
+    let mut away_since: Option<std::time::Instant> = None;
+    let mut wait = std::time::Duration::from_millis(100);
+    // Bounded by the run's stream; each pass hands one event on (or waits out the database).
     loop {
         let next = tokio::select! {
             next = follower.next() => next,
@@ -143,11 +150,28 @@ async fn follow(
                 }
             }
             Ok(None) => return,
+            Err(StoreError::Unavailable(e))
+                if away_since
+                    .get_or_insert_with(std::time::Instant::now)
+                    .elapsed()
+                    < STREAM_OUTAGE_LIMIT =>
+            {
+                tracing::debug!(run = %id, error = %e, "database away; stream waits");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = tx.closed() => return,
+                    _ = closing.wait_for(|c| *c) => return,
+                }
+                wait = (wait * 2).min(std::time::Duration::from_secs(2));
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(run = %id, error = %e, "event stream read failed");
                 return;
             }
         }
+        away_since = None;
+        wait = std::time::Duration::from_millis(100);
     }
 }
 

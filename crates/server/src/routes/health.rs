@@ -8,14 +8,15 @@ use serde_json::{Value, json};
 
 use super::State as AppRef;
 
-/// Whether the store answers: a run listing of one row.
+/// Whether the store answers: a run listing of one row, within a second (a probe must not
+/// hang while the database is away).
 async fn store_ok(state: &AppRef) -> bool {
     let probe = RunFilter {
         limit: Some(1),
         ..Default::default()
     };
     let answered = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
+        std::time::Duration::from_secs(1),
         state.engine.store().list_runs(&probe),
     )
     .await;

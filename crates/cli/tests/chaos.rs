@@ -1,0 +1,16 @@
+//! The fault and load suite (`scripts/chaos`): real `fathom` processes on loopback, faults
+//! injected (the database going away, SIGKILLs under load, races between clients, hostile
+//! input and sources), the invariants checked after each scenario, and one row of the figures
+//! table per measurement (`common/figures.rs`). Sizes are short by default (CI) and long
+//! with `FATHOM_CHAOS=long`.
+
+#[path = "common/figures.rs"]
+mod figures;
+#[path = "common/served.rs"]
+mod served;
+
+#[path = "chaos/support.rs"]
+mod support;
+
+#[path = "chaos/outage.rs"]
+mod outage;
