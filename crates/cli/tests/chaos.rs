@@ -12,5 +12,7 @@ mod served;
 #[path = "chaos/support.rs"]
 mod support;
 
+#[path = "chaos/kill.rs"]
+mod kill;
 #[path = "chaos/outage.rs"]
 mod outage;

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use fathom_engine::store::RunStore;
 use serde_json::{Value, json};
 
-use crate::served::{self, DEADLINE, read_sse};
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+
+use crate::served::{self, DEADLINE};
 
 /// A throwaway Postgres cluster started by `scripts/test-db.sh`, which a scenario may stop
 /// and start again. Stopped and removed on drop.
@@ -134,6 +137,8 @@ impl Drop for Cluster {
 #[derive(Debug, Default)]
 pub struct Seen {
     pub events: Vec<(i64, Value)>,
+    /// When each event arrived.
+    pub arrived: Vec<Instant>,
     /// Connections it made (1 when nothing broke).
     pub connections: usize,
     /// Answers other than 200 while (re)connecting, by status.
@@ -164,9 +169,16 @@ pub async fn follow_reconnecting(client: reqwest::Client, apis: Vec<String>, id:
         match req.send().await {
             Ok(resp) if resp.status() == 200 => {
                 seen.connections += 1;
-                read_sse(resp, &mut seen.events).await;
-                if seen.events.last().is_some_and(|(_, e)| is_stop(e)) {
-                    return seen;
+                let mut events = resp.bytes_stream().eventsource();
+                while let Some(Ok(ev)) = events.next().await {
+                    let Ok(value) = serde_json::from_str::<Value>(&ev.data) else {
+                        break;
+                    };
+                    seen.events.push((ev.id.parse().unwrap_or(-1), value));
+                    seen.arrived.push(Instant::now());
+                    if seen.events.last().is_some_and(|(_, e)| is_stop(e)) {
+                        return seen;
+                    }
                 }
             }
             Ok(resp) => seen.refused.push(resp.status().as_u16()),

@@ -80,6 +80,18 @@ impl Served {
     /// Starts `fathom <args>` on `env`'s database and corpus, port 0, and waits for the line
     /// with `ready` that names its address.
     pub fn spawn(env: &Env, args: &[&str], envs: &[(&str, &str)], ready: &str) -> Served {
+        Served::spawn_at(env, args, envs, ready, 0)
+    }
+
+    /// [`Served::spawn`] on a given port (0: any free one), as a supervisor restarting a
+    /// process on its address would.
+    pub fn spawn_at(
+        env: &Env,
+        args: &[&str],
+        envs: &[(&str, &str)],
+        ready: &str,
+        port: u16,
+    ) -> Served {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_fathom"));
         cmd.current_dir(env.tmp.path())
             .env_remove("DATABASE_URL")
@@ -88,7 +100,7 @@ impl Served {
             .env_remove("FATHOM_CRASH_HOLD_MS")
             .args(["--database-url", &env.db])
             .args(args)
-            .args(["--port", "0"])
+            .args(["--port", &port.to_string()])
             .arg("--corpus")
             .arg(&env.corpus)
             .stdin(Stdio::null())

@@ -1,0 +1,220 @@
+//! The server SIGKILLed again and again under load: many clients each start a run, approve
+//! it and read its stream to the end while a supervisor kills `fathom serve` and starts it
+//! again on the same port as soon as it has exited. Clients reconnect with `Last-Event-ID`;
+//! every run completes exactly once, no stream has a gap or a repeat, nothing is lost.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use fathom_engine::store::RunStore;
+use serde_json::json;
+
+use crate::figures;
+use crate::served::*;
+use crate::support::*;
+
+/// Sends `req()` until the server answers with one of `ok` (restarts in between refuse
+/// connections, and a database away answers 503); the status it answered.
+async fn until_answered(what: &str, ok: &[u16], req: impl Fn() -> reqwest::RequestBuilder) -> u16 {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Ok(resp) = req().timeout(Duration::from_secs(10)).send().await {
+            let status = resp.status().as_u16();
+            if ok.contains(&status) {
+                return status;
+            }
+            assert!(
+                status >= 500,
+                "{what}: {status} {}",
+                resp.text().await.unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: no answer within the deadline"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One client: starts run `id` (its id chosen by the client, so that a start retried after
+/// a kill cannot make a second run), approves it (kept in the mailbox if the plan is not
+/// ready yet) and reads its stream to the stop event.
+async fn client_run(client: reqwest::Client, api: String, id: String) -> Seen {
+    let start = json!({"handler_id": id, "start_event": {"query": QUESTION}});
+    // 409: the start was taken before the connection broke.
+    until_answered(&format!("start {id}"), &[200, 409], || {
+        client
+            .post(format!("{api}/workflows/deep-research/run-nowait"))
+            .json(&start)
+    })
+    .await;
+    let approve = json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}});
+    until_answered(&format!("approve {id}"), &[200], || {
+        client
+            .post(format!("{api}/events/{id}"))
+            .header("Idempotency-Key", format!("approve-{id}"))
+            .json(&approve)
+    })
+    .await;
+    follow_reconnecting(client, vec![api], id).await
+}
+
+async fn kill_under_load(runs: usize, concurrency: usize, kills: usize) {
+    let scenario = format!("serve SIGKILLed {kills}x, {runs} runs at concurrency {concurrency}");
+    let env = env(fathom_store::Dialect::Postgres).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let start = |env: &Env| {
+        Served::spawn_at(
+            env,
+            &["serve", "--worker-id", "supervised"],
+            &[],
+            "serving deployment",
+            port,
+        )
+    };
+    let mut server = start(&env);
+    let api = server.api();
+    let root = server.root.clone();
+    let client = http();
+
+    let reference = "chaos-kill-reference".to_string();
+    let reference_seen = client_run(client.clone(), api.clone(), reference.clone()).await;
+    assert!(gap_free(&reference_seen.events));
+
+    let done = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(concurrency));
+    let ids: Vec<String> = (0..runs).map(|i| format!("chaos-kill-{i}")).collect();
+    let clients: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let (client, api, id) = (client.clone(), api.clone(), id.clone());
+            let (gate, done) = (gate.clone(), done.clone());
+            tokio::spawn(async move {
+                let _slot = gate.acquire_owned().await.unwrap();
+                let seen = client_run(client, api, id).await;
+                done.fetch_add(1, Ordering::SeqCst);
+                seen
+            })
+        })
+        .collect();
+
+    // The supervisor: a kill each time another share of the runs has completed, and a
+    // restart on the same port as soon as the process has exited.
+    let mut killed_at = Vec::new();
+    for k in 0..kills {
+        let due = (k + 1) * runs / (kills + 1);
+        wait_until("runs complete between kills", || async {
+            done.load(Ordering::SeqCst) >= due
+        })
+        .await;
+        server.child.kill().unwrap();
+        server.wait_exit();
+        let killed = Instant::now();
+        let killed_ms = fathom_engine::store::now_ms();
+        server = start(&env);
+        killed_at.push((killed_ms, killed.elapsed()));
+    }
+    let mut seen = Vec::new();
+    for c in clients {
+        seen.push(c.await.unwrap());
+    }
+
+    let store = fathom_store::SqlStore::connect(&env.db).await.unwrap();
+    // Recovery: from each kill to the first event the restarted server committed (nothing
+    // committed after a kill can come from the process killed).
+    let mut recoveries = Vec::new();
+    let mut restarts = Vec::new();
+    for (killed_ms, restart) in &killed_at {
+        let first: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(created_at) FROM run_events WHERE created_at > $1")
+                .bind(killed_ms)
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        if let Some(first) = first {
+            recoveries.push(Duration::from_millis((first - killed_ms) as u64));
+        }
+        restarts.push(*restart);
+    }
+    let worst = recoveries.iter().max().copied().unwrap_or_default();
+    let mean = recoveries.iter().sum::<Duration>() / recoveries.len().max(1) as u32;
+    let restart = restarts.iter().sum::<Duration>() / restarts.len().max(1) as u32;
+
+    let stranded = stranded(&store, &ids).await;
+    let twice = steps_committed_twice(&store, &reference, &ids).await;
+    let gaps = seen.iter().filter(|s| !gap_free(&s.events)).count();
+    let reconnects: usize = seen.iter().map(|s| s.connections.saturating_sub(1)).sum();
+    let mut lost = Vec::new();
+    for (id, s) in ids.iter().zip(&seen) {
+        lost.extend(nothing_lost(&store, &client, &root, id, &s.events).await);
+    }
+    let all_runs = store.list_runs(&Default::default()).await.unwrap().len();
+
+    figures::record(
+        &scenario,
+        "completed / stranded / steps committed twice",
+        format!("{}/{runs} / {stranded} / {twice}", runs - stranded),
+        "all / 0 / 0",
+        stranded == 0 && twice == 0,
+    );
+    figures::record(
+        &scenario,
+        "streams with a gap or repeat / reconnections",
+        format!("{gaps} / {reconnects}"),
+        "0 / any",
+        gaps == 0,
+    );
+    figures::record(
+        &scenario,
+        "kill to the restarted server's first commit: mean / worst (of which restart)",
+        format!(
+            "{:.2} s / {:.2} s ({:.2} s)",
+            mean.as_secs_f64(),
+            worst.as_secs_f64(),
+            restart.as_secs_f64()
+        ),
+        "no lease expiry (30 s)",
+        recoveries.len() == kills && worst < Duration::from_secs(30),
+    );
+    figures::record(
+        &scenario,
+        "store vs clients: differences; runs stored",
+        format!("{}; {all_runs}", lost.len()),
+        &format!("0; {}", runs + 1),
+        lost.is_empty() && all_runs == runs + 1,
+    );
+    assert_eq!(stranded, 0, "runs stranded");
+    assert_eq!(twice, 0, "steps committed twice");
+    assert_eq!(gaps, 0, "streams with a gap or a repeat");
+    assert!(lost.is_empty(), "differences: {lost:#?}");
+    assert_eq!(
+        all_runs,
+        runs + 1,
+        "one run per client, however often it retried"
+    );
+    assert_eq!(
+        recoveries.len(),
+        kills,
+        "the server went on after each kill"
+    );
+    assert!(
+        worst < Duration::from_secs(30),
+        "a restarted server takes its runs back at once, not after the lease: {worst:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn serve_killed_under_load() {
+    kill_under_load(
+        figures::scale(30, 200),
+        figures::scale(10, 50),
+        figures::scale(3, 10),
+    )
+    .await;
+}
