@@ -16,3 +16,5 @@ mod support;
 mod kill;
 #[path = "chaos/outage.rs"]
 mod outage;
+#[path = "chaos/races.rs"]
+mod races;

@@ -250,6 +250,10 @@ impl Engine {
             }
             Some(Ok(())) => {}
         }
+        let decision = wf.is_decision(event_type);
+        // A decision sent while the run waits for one is for that wait only.
+        let waits_for_it =
+            run.status == RunStatus::Waiting && run.waiting_for.as_deref() == Some(event_type);
         let outcome = self
             .store
             .deliver(
@@ -258,6 +262,8 @@ impl Engine {
                     event_type: event_type.to_string(),
                     payload,
                     idempotency_key,
+                    exclusive: decision,
+                    at_seq: (decision && waits_for_it).then_some(run.next_seq),
                 },
             )
             .await?;

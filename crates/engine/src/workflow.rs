@@ -249,6 +249,8 @@ pub struct Workflow<S: WorkflowState> {
     steps: Vec<StepDef<S>>,
     by_event: HashMap<&'static str, usize>,
     external: Vec<(&'static str, Validator)>,
+    /// External event types that are decisions: one at a time (see [`Workflow::decision`]).
+    decisions: Vec<&'static str>,
     run_timeout: Option<Duration>,
     events: Vec<EventInfo>,
     /// (step, event type it emits): the graph's step-to-event edges.
@@ -269,6 +271,7 @@ impl<S: WorkflowState> Workflow<S> {
             steps: Vec::new(),
             by_event: HashMap::new(),
             external: Vec::new(),
+            decisions: Vec::new(),
             run_timeout: None,
             events: vec![event_info::<Start>(EventRole::Start)],
             emits: Vec::new(),
@@ -426,6 +429,15 @@ impl<S: WorkflowState> Workflow<S> {
         self
     }
 
+    /// Declares the external event type `E` a decision (an approval, say): of two sent to a
+    /// run at once, or one sent while another waits to be taken up, the second is refused as
+    /// a conflict; and one sent while the run waits for it is refused if the run has moved on
+    /// by the time it lands. The same delivery again (one idempotency key) is not refused.
+    pub fn decision<E: Event>(mut self) -> Self {
+        self.decisions.push(E::TYPE);
+        self
+    }
+
     /// Default wall-clock deadline for a run of this workflow.
     pub fn run_timeout(mut self, timeout: Duration) -> Self {
         self.run_timeout = Some(timeout);
@@ -447,6 +459,8 @@ pub trait ErasedWorkflow: Send + Sync + 'static {
     fn initial_state(&self) -> Value;
     fn external_types(&self) -> Vec<&'static str>;
     fn validate_external(&self, event_type: &str, payload: &Value) -> Option<Result<(), String>>;
+    /// Whether `event_type` is a decision ([`Workflow::decision`]).
+    fn is_decision(&self, event_type: &str) -> bool;
     fn step_names(&self) -> Vec<(&'static str, &'static str)>;
     /// Declared event types with their schemas, start event first.
     fn events(&self) -> &[EventInfo];
@@ -505,6 +519,9 @@ impl<S: WorkflowState> ErasedWorkflow for Workflow<S> {
             .iter()
             .find(|(t, _)| *t == event_type)
             .map(|(_, v)| v(payload))
+    }
+    fn is_decision(&self, event_type: &str) -> bool {
+        self.decisions.contains(&event_type)
     }
     fn step_names(&self) -> Vec<(&'static str, &'static str)> {
         self.steps.iter().map(|s| (s.name, s.accepts)).collect()

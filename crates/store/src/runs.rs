@@ -102,6 +102,18 @@ fn to_text(v: &impl serde::Serialize) -> StoreResult<String> {
 }
 
 /// A run's status inside a transaction, after a conditional update matched nothing.
+impl SqlStore {
+    /// The mailbox message of run `run_id` delivered under `key`, if any.
+    async fn message_with_key(&self, run_id: &str, key: &str) -> StoreResult<Option<i64>> {
+        sqlx::query_scalar("SELECT id FROM mailbox WHERE run_id = $1 AND idempotency_key = $2")
+            .bind(run_id)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)
+    }
+}
+
 async fn status_of(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     id: &str,
@@ -605,13 +617,22 @@ impl RunStore for SqlStore {
         let key = message
             .idempotency_key
             .unwrap_or_else(|| format!("auto:{}", uuid::Uuid::new_v4().simple()));
+        // A delivery made already is a duplicate, whatever the run has done since.
+        if let Some(id) = self.message_with_key(run_id, &key).await? {
+            return Ok(DeliverOutcome::Duplicate { message_id: id });
+        }
         let mut tx = self.begin_write().await?;
-        // Touching the run row first serialises this delivery with a concurrent suspend.
+        // Touching the run row first serialises this delivery with a concurrent suspend and
+        // with other deliveries to the run.
+        let at_seq = match message.at_seq {
+            Some(seq) => format!(" AND next_seq = {seq}"),
+            None => String::new(),
+        };
         let woke = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET mailbox_seq = mailbox_seq + 1, \
              status = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN 'running' ELSE status END, \
              waiting_for = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN NULL ELSE waiting_for END, \
-             updated_at = $2 WHERE id = $3 AND status IN ('running', 'waiting'){}",
+             updated_at = $2 WHERE id = $3 AND status IN ('running', 'waiting'){at_seq}{}",
             self.returning_work_notice()
         )))
         .bind(&message.event_type)
@@ -623,10 +644,58 @@ impl RunStore for SqlStore {
         if woke.rows_affected() == 0 {
             let status = status_of(&mut tx, run_id).await?;
             tx.rollback().await.map_err(db_err)?;
-            return Ok(match status {
-                None => DeliverOutcome::RunNotFound,
-                Some(s) => DeliverOutcome::RunTerminal(s),
-            });
+            return match status {
+                None => Ok(DeliverOutcome::RunNotFound),
+                Some(s) if s.is_terminal() => Ok(DeliverOutcome::RunTerminal(s)),
+                // The same delivery, made by a concurrent request that was taken up first.
+                Some(_) if let Some(id) = self.message_with_key(run_id, &key).await? => {
+                    Ok(DeliverOutcome::Duplicate { message_id: id })
+                }
+                Some(_) => Err(StoreError::Conflict(format!(
+                    "the run has moved on since this {} was sent (another was taken up); \
+                     read its state and decide again",
+                    message.event_type
+                ))),
+            };
+        }
+        if message.exclusive {
+            // A decision already waiting to be taken up wins; and one sent while the run is
+            // not waiting for it counts as early only if none was taken up before (else the
+            // run is past the wait it was meant for).
+            let taken = if message.at_seq.is_some() {
+                "'pending'"
+            } else {
+                "'pending', 'consumed'"
+            };
+            let earlier: Option<(i64, String, String)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT id, idempotency_key, status FROM mailbox WHERE run_id = $1 \
+                 AND event_type = $2 AND status IN ({taken}) ORDER BY id LIMIT 1"
+                )))
+                .bind(run_id)
+                .bind(&message.event_type)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_err)?;
+            if let Some((id, earlier_key, status)) = earlier {
+                tx.rollback().await.map_err(db_err)?;
+                // The same delivery, made by a concurrent request a moment earlier.
+                if earlier_key == key {
+                    return Ok(DeliverOutcome::Duplicate { message_id: id });
+                }
+                return Err(StoreError::Conflict(if status == "pending" {
+                    format!(
+                        "another {} for this run was received first and is being taken up",
+                        message.event_type
+                    )
+                } else {
+                    format!(
+                        "a {} for this run was already taken up and the run has moved on; \
+                         read its state and decide again",
+                        message.event_type
+                    )
+                }));
+            }
         }
         let inserted = sqlx::query(
             "INSERT INTO mailbox (run_id, event_type, payload, idempotency_key, received_at) \
@@ -647,18 +716,12 @@ impl RunStore for SqlStore {
                 Ok(DeliverOutcome::Accepted { message_id: id })
             }
             None => {
+                // The same delivery, made at the same moment by a concurrent request.
                 tx.rollback().await.map_err(db_err)?;
-                let row = sqlx::query(
-                    "SELECT id FROM mailbox WHERE run_id = $1 AND idempotency_key = $2",
-                )
-                .bind(run_id)
-                .bind(&key)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(db_err)?;
-                Ok(DeliverOutcome::Duplicate {
-                    message_id: row.try_get(0).map_err(db_err)?,
-                })
+                let id = self.message_with_key(run_id, &key).await?.ok_or_else(|| {
+                    StoreError::Backend(format!("mailbox message {key} vanished"))
+                })?;
+                Ok(DeliverOutcome::Duplicate { message_id: id })
             }
         }
     }

@@ -29,6 +29,7 @@ both!(
     journal_keeps_first_result,
     upgrade_rewrites_a_runs_rows_under_its_lease,
     mailbox_keeps_early_events_dedupes_and_supersedes,
+    a_second_decision_is_refused_and_a_stale_one_too,
     suspend_cannot_miss_a_message,
     cancel_streams_event_and_fences_out_owner,
     restarted_owner_takes_runs_back,
@@ -351,6 +352,7 @@ async fn mailbox_keeps_early_events_dedupes_and_supersedes(s: SqlStore) {
         event_type: "Approve".into(),
         payload: v,
         idempotency_key: key.map(Into::into),
+        ..Default::default()
     };
     // Early: the run is not waiting yet.
     let a = s
@@ -416,6 +418,70 @@ async fn mailbox_keeps_early_events_dedupes_and_supersedes(s: SqlStore) {
     );
 }
 
+async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
+    let run = new_run(&s, "r1").await;
+    let decision = |v: Value, key: &str, at_seq: Option<i64>| NewMessage {
+        event_type: "Approve".into(),
+        payload: v,
+        idempotency_key: Some(key.into()),
+        exclusive: true,
+        at_seq,
+    };
+    let first = s
+        .deliver("r1", decision(json!({"ok": true}), "a", Some(run.next_seq)))
+        .await
+        .unwrap();
+    let DeliverOutcome::Accepted { message_id } = first else {
+        panic!("{first:?}")
+    };
+    // The same delivery again is a duplicate, not a conflict.
+    assert_eq!(
+        s.deliver("r1", decision(json!({"ok": true}), "a", Some(run.next_seq)))
+            .await
+            .unwrap(),
+        DeliverOutcome::Duplicate { message_id }
+    );
+    // Another decision while the first waits to be taken up is refused, and not stored.
+    let second = s
+        .deliver("r1", decision(json!({"ok": false}), "b", None))
+        .await;
+    assert!(matches!(second, Err(StoreError::Conflict(_))), "{second:?}");
+    // Once the first is taken up the run has moved on: a decision sent for the old
+    // position is refused; one for the new position is taken.
+    let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
+    let mut c = commit(start.id, vec![env(1)], StepOutcome::Continue);
+    c.mailbox_consumed = vec![message_id];
+    s.commit_step(&lease, &c).await.unwrap();
+    let stale = s
+        .deliver(
+            "r1",
+            decision(json!({"ok": false}), "c", Some(run.next_seq)),
+        )
+        .await;
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    let moved = s.get_run("r1").await.unwrap().unwrap();
+    assert!(moved.next_seq > run.next_seq);
+    let current = s
+        .deliver(
+            "r1",
+            decision(json!({"ok": false}), "c", Some(moved.next_seq)),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(current, DeliverOutcome::Accepted { .. }),
+        "{current:?}"
+    );
+    let pending: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM mailbox WHERE run_id = 'r1' AND status = 'pending'",
+    )
+    .fetch_one(s.pool())
+    .await
+    .unwrap();
+    assert_eq!(pending, 1, "only the decision taken is kept");
+}
+
 async fn suspend_cannot_miss_a_message(s: SqlStore) {
     new_run(&s, "r1").await;
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
@@ -428,6 +494,7 @@ async fn suspend_cannot_miss_a_message(s: SqlStore) {
             event_type: "Approve".into(),
             payload: json!({}),
             idempotency_key: None,
+            ..Default::default()
         },
     )
     .await
@@ -458,6 +525,7 @@ async fn suspend_cannot_miss_a_message(s: SqlStore) {
             event_type: "Approve".into(),
             payload: json!({}),
             idempotency_key: None,
+            ..Default::default()
         },
     )
     .await
@@ -472,6 +540,7 @@ async fn suspend_cannot_miss_a_message(s: SqlStore) {
             event_type: "Other".into(),
             payload: json!({}),
             idempotency_key: None,
+            ..Default::default()
         },
     )
     .await

@@ -159,6 +159,8 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
             with_deps(&deps, deliver::deliver_report),
         )
         .accepts_external_checked::<ApproveEvent>(check_decision)
+        // One decision per plan: of two sent at once, the second is refused (409).
+        .decision::<ApproveEvent>()
         .streams::<AgentInput>()
         .streams::<AgentStream>()
         .streams::<ToolCall>()

@@ -1,0 +1,281 @@
+//! Races between clients at the gate: two approvals of one plan at once, an approval after a
+//! cancel, a cancel while steps commit, a rejection and an approval at once, and one event
+//! sent twice at once under one `Idempotency-Key`. Each is tried many times; every run must
+//! end in one consistent state: the answers the clients got agree with what the run did,
+//! its stream ends with exactly one stop event, and its mailbox kept one decision.
+
+use std::time::Duration;
+
+use fathom_engine::store::{RunFilter, RunStatus, RunStore};
+use futures_util::future::join_all;
+use serde_json::Value;
+
+use crate::figures;
+use crate::served::*;
+use crate::support::*;
+
+/// One race: what it sends at the gate of a run waiting for approval, and whether the run
+/// ended as the answers say it must. Returns a line describing any inconsistency.
+#[derive(Clone, Copy, Debug)]
+enum Race {
+    TwoApprovals,
+    ApproveAfterCancel,
+    CancelDuringCommit,
+    RejectAndApprove,
+    OneKeyTwice,
+}
+
+const APPROVE: &str = r#"{"event": {"type": "ApproveEvent", "value": {"approved": true}}}"#;
+const REJECT: &str = r#"{"event": {"type": "ApproveEvent", "value": {"approved": false, "feedback": "narrower, please"}}}"#;
+
+async fn send(client: &reqwest::Client, api: &str, id: &str, body: &str, key: &str) -> u16 {
+    client
+        .post(format!("{api}/events/{id}"))
+        .header("content-type", "application/json")
+        .header("Idempotency-Key", key)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+async fn cancel(client: &reqwest::Client, api: &str, id: &str) -> u16 {
+    client
+        .post(format!("{api}/handlers/{id}/cancel"))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+fn sorted(mut v: Vec<u16>) -> Vec<u16> {
+    v.sort();
+    v
+}
+
+/// Mailbox rows of a run by status.
+async fn mailbox(store: &fathom_store::SqlStore, id: &str) -> (i64, i64, i64) {
+    let count = |status: &'static str| {
+        let id = id.to_string();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM mailbox WHERE run_id = $1 AND status = $2",
+            )
+            .bind(id)
+            .bind(status)
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+        }
+    };
+    (
+        count("consumed").await,
+        count("pending").await,
+        count("superseded").await,
+    )
+}
+
+fn stops(events: &[(i64, Value)]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter(|(_, e)| is_stop(e))
+        .map(|(_, e)| e)
+        .collect()
+}
+
+/// Runs `race` on run `id` (waiting at the gate); an inconsistency, if any.
+async fn run_race(
+    race: Race,
+    client: reqwest::Client,
+    api: String,
+    store: &fathom_store::SqlStore,
+    id: String,
+    i: usize,
+) -> Option<String> {
+    let answers = match race {
+        Race::TwoApprovals => {
+            let (alice, bob) = (format!("alice-{id}"), format!("bob-{id}"));
+            let (a, b) = tokio::join!(
+                send(&client, &api, &id, APPROVE, &alice),
+                send(&client, &api, &id, APPROVE, &bob)
+            );
+            vec![a, b]
+        }
+        Race::RejectAndApprove => {
+            let (no, yes) = (format!("reject-{id}"), format!("approve-{id}"));
+            let (a, b) = tokio::join!(
+                send(&client, &api, &id, REJECT, &no),
+                send(&client, &api, &id, APPROVE, &yes)
+            );
+            vec![a, b]
+        }
+        Race::OneKeyTwice => {
+            let key = format!("once-{id}");
+            let (a, b) = tokio::join!(
+                send(&client, &api, &id, APPROVE, &key),
+                send(&client, &api, &id, APPROVE, &key)
+            );
+            vec![a, b]
+        }
+        Race::ApproveAfterCancel => {
+            let c = cancel(&client, &api, &id).await;
+            let a = send(&client, &api, &id, APPROVE, &format!("late-{id}")).await;
+            vec![c, a]
+        }
+        Race::CancelDuringCommit => {
+            let a = send(&client, &api, &id, APPROVE, &format!("go-{id}")).await;
+            // Spread over the run's steps: some land mid-commit, some after the end.
+            tokio::time::sleep(Duration::from_millis((i % 10) as u64 * 15)).await;
+            let c = cancel(&client, &api, &id).await;
+            vec![a, c]
+        }
+    };
+    let bad = |why: String| Some(format!("{race:?} #{i} ({id}): {why}; answers {answers:?}"));
+    // Where the run ends: after a rejection that won it waits at the gate again.
+    let rejected_won = matches!(race, Race::RejectAndApprove) && answers[0] == 200;
+    let events = if rejected_won {
+        wait_until("the rejected run re-plans and waits", || async {
+            store.get_run(&id).await.unwrap().unwrap().status == RunStatus::Waiting
+        })
+        .await;
+        stored_events(store, &id).await
+    } else {
+        follow_reconnecting(client.clone(), vec![api.clone()], id.clone())
+            .await
+            .events
+    };
+    let run = store.get_run(&id).await.unwrap().unwrap();
+    let (consumed, pending, superseded) = mailbox(store, &id).await;
+    let stop = stops(&events);
+    if !gap_free(&events) {
+        return bad("a gap or a repeat in the stream".into());
+    }
+    match race {
+        Race::TwoApprovals | Race::RejectAndApprove => {
+            if sorted(answers.clone()) != [200, 409] {
+                return bad("not one taken and one refused".into());
+            }
+            if (consumed, pending, superseded) != (1, 0, 0) {
+                return bad(format!("mailbox {consumed}/{pending}/{superseded}"));
+            }
+            let want = if rejected_won {
+                RunStatus::Waiting
+            } else {
+                RunStatus::Completed
+            };
+            if run.status != want || stop.len() != usize::from(!rejected_won) {
+                return bad(format!(
+                    "ended {:?} with {} stop events",
+                    run.status,
+                    stop.len()
+                ));
+            }
+            if rejected_won {
+                // The second plan, drafted with the feedback, is what waits.
+                let plans = events
+                    .iter()
+                    .filter(|(_, e)| {
+                        e["value"]["tool_name"] == "decompose_query"
+                            && e["type"] == "ToolCallResult"
+                    })
+                    .count();
+                if plans != 2 {
+                    return bad(format!("{plans} plans on the stream"));
+                }
+            }
+        }
+        Race::OneKeyTwice => {
+            if answers != [200, 200] || (consumed, pending, superseded) != (1, 0, 0) {
+                return bad(format!("mailbox {consumed}/{pending}/{superseded}"));
+            }
+            if run.status != RunStatus::Completed || stop.len() != 1 {
+                return bad(format!("ended {:?}", run.status));
+            }
+        }
+        Race::ApproveAfterCancel => {
+            if answers != [200, 409] || consumed + pending != 0 {
+                return bad(format!("mailbox {consumed}/{pending}/{superseded}"));
+            }
+            if run.status != RunStatus::Cancelled
+                || stop.len() != 1
+                || stop[0]["type"] != "WorkflowCancelledEvent"
+            {
+                return bad(format!("ended {:?}", run.status));
+            }
+        }
+        Race::CancelDuringCommit => {
+            let want = match answers[1] {
+                200 => RunStatus::Cancelled,
+                409 => RunStatus::Completed,
+                other => return bad(format!("cancel answered {other}")),
+            };
+            if answers[0] != 200 || run.status != want || stop.len() != 1 {
+                return bad(format!(
+                    "ended {:?} with {} stop events",
+                    run.status,
+                    stop.len()
+                ));
+            }
+            let last = &events.last().unwrap().1;
+            if want == RunStatus::Cancelled && last["type"] != "WorkflowCancelledEvent" {
+                return bad(format!(
+                    "cancelled, but the stream ends with {}",
+                    last["type"]
+                ));
+            }
+        }
+    }
+    None
+}
+
+async fn races(times: usize) {
+    let env = env(fathom_store::Dialect::Postgres).await;
+    let server = Served::start(&env, "races", None);
+    let api = server.api();
+    let client = http();
+    let store = fathom_store::SqlStore::connect(&env.db).await.unwrap();
+    let kinds = [
+        Race::TwoApprovals,
+        Race::ApproveAfterCancel,
+        Race::CancelDuringCommit,
+        Race::RejectAndApprove,
+        Race::OneKeyTwice,
+    ];
+    for race in kinds {
+        let ids = start_runs(&client, &api, times).await;
+        wait_until("every run of the race waits at the gate", || async {
+            let waiting = store
+                .list_runs(&RunFilter {
+                    statuses: vec![RunStatus::Waiting],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            ids.iter().all(|id| waiting.iter().any(|r| &r.id == id))
+        })
+        .await;
+        let outcomes = join_all(
+            ids.iter()
+                .enumerate()
+                .map(|(i, id)| run_race(race, client.clone(), api.clone(), &store, id.clone(), i)),
+        )
+        .await;
+        let bad: Vec<String> = outcomes.into_iter().flatten().collect();
+        figures::record(
+            &format!("race: {race:?}"),
+            "tries ending in one consistent state",
+            format!("{}/{times}", times - bad.len()),
+            "all",
+            bad.is_empty(),
+        );
+        assert!(bad.is_empty(), "inconsistent ends: {bad:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn races_at_the_gate() {
+    races(100).await;
+}
