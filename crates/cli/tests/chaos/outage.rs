@@ -1,7 +1,8 @@
-//! The database goes away under load: Postgres stopped while research runs are in flight
-//! with readers attached. The server stays up, refuses what needs the database with 503 and
-//! `Retry-After` (never a 500 or a hang), and once the database is back every run completes
-//! once, every stream gap-free, nothing lost.
+//! The database goes away under load while research runs are in flight with readers
+//! attached: Postgres stopped, or the SQLite file made unwritable (immutable: even root cannot
+//! write it). The server stays up, answers the reads it can, refuses what needs the database
+//! with 503 and `Retry-After` (never a 500 or a hang), and once the database is back every
+//! run completes once, every stream gap-free, nothing lost.
 
 use std::time::{Duration, Instant};
 
@@ -16,27 +17,38 @@ use crate::support::*;
 #[derive(Default)]
 struct Probe {
     answers: usize,
-    /// Answered 503 with `Retry-After`.
-    refused_well: usize,
+    /// Answered as it should: 503 with `Retry-After`, or served when it can be.
+    well: usize,
     /// Anything else: another status, a 503 without `Retry-After`, no answer in 5 s.
     other: Vec<String>,
     slowest: Duration,
 }
 
+/// What a request may be answered while the database is away.
+#[derive(Clone, Copy, PartialEq)]
+enum Expect {
+    /// 503 with `Retry-After`.
+    Refused,
+    /// Served (a read of a database that can still be read).
+    Served,
+    /// A health probe: 503 or 200, at once.
+    Health,
+}
+
 impl Probe {
-    async fn send(&mut self, req: reqwest::RequestBuilder, healthy_ok: bool) {
+    async fn send(&mut self, req: reqwest::RequestBuilder, expect: Expect) {
         let sent = Instant::now();
         let answered = req.timeout(Duration::from_secs(5)).send().await;
         self.slowest = self.slowest.max(sent.elapsed());
         self.answers += 1;
         match answered {
             Ok(r)
-                if r.status() == 503 && (healthy_ok || r.headers().contains_key("retry-after")) =>
+                if r.status() == 503
+                    && (expect == Expect::Health || r.headers().contains_key("retry-after")) =>
             {
-                self.refused_well += 1
+                self.well += 1
             }
-            // The database may be back between two probes.
-            Ok(r) if r.status().is_success() && healthy_ok => self.refused_well += 1,
+            Ok(r) if r.status().is_success() && expect != Expect::Refused => self.well += 1,
             Ok(r) => {
                 let status = r.status();
                 self.other
@@ -47,11 +59,82 @@ impl Probe {
     }
 }
 
-async fn postgres_outage(seconds: u64) {
+/// How the database is taken away and given back.
+enum Fault {
+    PostgresStopped(Cluster),
+    SqliteImmutable,
+}
+
+impl Fault {
+    fn name(&self) -> &'static str {
+        match self {
+            Fault::PostgresStopped(_) => "Postgres stopped",
+            Fault::SqliteImmutable => "SQLite file unwritable",
+        }
+    }
+
+    /// How reads of a run fare meanwhile: Postgres is gone, SQLite can still be read.
+    fn reads(&self) -> Expect {
+        match self {
+            Fault::PostgresStopped(_) => Expect::Refused,
+            Fault::SqliteImmutable => Expect::Served,
+        }
+    }
+
+    fn take_away(&self, env: &Env) {
+        match self {
+            Fault::PostgresStopped(cluster) => cluster.stop(),
+            Fault::SqliteImmutable => sqlite_files(env, "+i"),
+        }
+    }
+
+    fn give_back(&self, env: &Env) {
+        match self {
+            Fault::PostgresStopped(cluster) => cluster.resume(),
+            Fault::SqliteImmutable => sqlite_files(env, "-i"),
+        }
+    }
+}
+
+/// Sets (`+i`) or clears (`-i`) the immutable attribute of the SQLite database and its WAL:
+/// no process can write them, root included, open handles included. (Where the attribute
+/// cannot be set, the file's mode is changed instead, which stops all but root.)
+fn sqlite_files(env: &Env, flag: &str) {
+    for suffix in ["", "-wal"] {
+        let path = format!("{}{suffix}", env.db);
+        if !std::path::Path::new(&path).exists() {
+            continue;
+        }
+        let out = std::process::Command::new("chattr")
+            .args([flag, &path])
+            .output()
+            .expect("chattr (e2fsprogs)");
+        if out.status.success() {
+            continue;
+        }
+        // Not root (no right to set the attribute): the file mode does it for its owner.
+        let mode = if flag == "+i" { "a-w" } else { "u+w" };
+        let chmod = std::process::Command::new("chmod")
+            .args([mode, &path])
+            .status()
+            .expect("chmod");
+        assert!(
+            chmod.success(),
+            "chattr {flag} {path}: {out:?}, and chmod {mode} failed"
+        );
+    }
+}
+
+async fn outage(fault: Fault, seconds: u64) {
     let runs = 20;
-    let scenario = format!("Postgres stopped {seconds} s, {runs} runs in flight");
-    let cluster = Cluster::start();
-    let mut env = env_on(cluster.database().await);
+    let scenario = format!("{} {seconds} s, {runs} runs in flight", fault.name());
+    let (mut env, _sqlite) = match &fault {
+        Fault::PostgresStopped(cluster) => (env_on(cluster.database().await), None),
+        Fault::SqliteImmutable => {
+            let (db, dir) = fathom_testkit::db::fresh_url(fathom_store::Dialect::Sqlite).await;
+            (env_on(db), dir)
+        }
+    };
     with_engine_config(&mut env, json!({"lease_ttl_seconds": 10}));
     // Each run holds a moment before committing fetch_parse_sources, so the outage finds
     // runs in the middle of their work.
@@ -102,30 +185,33 @@ async fn postgres_outage(seconds: u64) {
     }
     server.wait_for_line("crash point fetch_parse_sources:commit reached");
 
-    cluster.stop();
+    fault.take_away(&env);
     let stopped = Instant::now();
     let (mut reads, mut writes, mut health) =
         (Probe::default(), Probe::default(), Probe::default());
     while stopped.elapsed() < Duration::from_secs(seconds) {
-        reads
-            .send(client.get(format!("{api}/handlers/{}", ids[0])), false)
-            .await;
-        writes
-            .send(
+        // Three clients at once, as they would come.
+        tokio::join!(
+            reads.send(
+                client.get(format!("{api}/handlers/{}", ids[0])),
+                fault.reads(),
+            ),
+            writes.send(
                 client
                     .post(format!("{api}/workflows/deep-research/run-nowait"))
                     .json(&json!({"start_event": {"query": QUESTION}})),
-                false,
-            )
-            .await;
-        health
-            .send(client.get(format!("{}/health", server.root)), true)
-            .await;
+                Expect::Refused,
+            ),
+            health.send(
+                client.get(format!("{}/health", server.root)),
+                Expect::Health,
+            ),
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     let mut server = server;
     let up = server.child.try_wait().unwrap().is_none();
-    cluster.resume();
+    fault.give_back(&env);
     let back = Instant::now();
 
     let mut seen = Vec::new();
@@ -144,28 +230,27 @@ async fn postgres_outage(seconds: u64) {
     let all_runs = store.list_runs(&RunFilter::default()).await.unwrap().len();
     let reconnects: usize = seen.iter().map(|s| s.connections.saturating_sub(1)).sum();
 
-    let probe_row = |name: &str, p: &Probe| {
+    let probe_row = |name: &str, p: &Probe, expect: Expect| {
+        let well = match expect {
+            Expect::Refused => "503 + Retry-After",
+            Expect::Served | Expect::Health => "served",
+        };
         figures::record(
             &scenario,
-            &format!("{name} while away: 503 + Retry-After / answered; slowest"),
-            format!(
-                "{}/{}; {:.2} s",
-                p.refused_well,
-                p.answers,
-                p.slowest.as_secs_f64()
-            ),
+            &format!("{name} while away: {well} / answered; slowest"),
+            format!("{}/{}; {:.2} s", p.well, p.answers, p.slowest.as_secs_f64()),
             "all; < 3 s",
             p.other.is_empty() && p.slowest < Duration::from_secs(3),
         );
     };
-    probe_row("GET /handlers/{id}", &reads);
-    probe_row("POST run-nowait", &writes);
+    probe_row("GET /handlers/{id}", &reads, fault.reads());
+    probe_row("POST run-nowait", &writes, Expect::Refused);
     figures::record(
         &scenario,
-        "/health while away: 503 / answered; slowest",
+        "/health while away: answered 503 or 200 / asked; slowest",
         format!(
             "{}/{}; {:.2} s",
-            health.refused_well,
+            health.well,
             health.answers,
             health.slowest.as_secs_f64()
         ),
@@ -218,7 +303,8 @@ async fn postgres_outage(seconds: u64) {
         "health while away: {:?}",
         health.other
     );
-    assert!(reads.refused_well > 0 && writes.refused_well > 0);
+    assert!(reads.well > 0 && writes.well > 0);
+    drop(fault);
     assert!(
         reads.slowest < Duration::from_secs(3),
         "a read hung {:?}",
@@ -247,8 +333,13 @@ async fn postgres_outage(seconds: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_stopped_under_load() {
-    postgres_outage(10).await;
+    outage(Fault::PostgresStopped(Cluster::start()), 10).await;
     if figures::long() {
-        postgres_outage(60).await;
+        outage(Fault::PostgresStopped(Cluster::start()), 60).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_unwritable_under_load() {
+    outage(Fault::SqliteImmutable, 10).await;
 }
