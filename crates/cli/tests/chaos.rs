@@ -14,6 +14,8 @@ mod support;
 
 #[path = "chaos/kill.rs"]
 mod kill;
+#[path = "chaos/load.rs"]
+mod load;
 #[path = "chaos/outage.rs"]
 mod outage;
 #[path = "chaos/races.rs"]

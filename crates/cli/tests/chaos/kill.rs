@@ -8,58 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fathom_engine::store::RunStore;
-use serde_json::json;
 
 use crate::figures;
 use crate::served::*;
 use crate::support::*;
-
-/// Sends `req()` until the server answers with one of `ok` (restarts in between refuse
-/// connections, and a database away answers 503); the status it answered.
-async fn until_answered(what: &str, ok: &[u16], req: impl Fn() -> reqwest::RequestBuilder) -> u16 {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Ok(resp) = req().timeout(Duration::from_secs(10)).send().await {
-            let status = resp.status().as_u16();
-            if ok.contains(&status) {
-                return status;
-            }
-            assert!(
-                status >= 500,
-                "{what}: {status} {}",
-                resp.text().await.unwrap_or_default()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: no answer within the deadline"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// One client: starts run `id` (its id chosen by the client, so that a start retried after
-/// a kill cannot make a second run), approves it (kept in the mailbox if the plan is not
-/// ready yet) and reads its stream to the stop event.
-async fn client_run(client: reqwest::Client, api: String, id: String) -> Seen {
-    let start = json!({"handler_id": id, "start_event": {"query": QUESTION}});
-    // 409: the start was taken before the connection broke.
-    until_answered(&format!("start {id}"), &[200, 409], || {
-        client
-            .post(format!("{api}/workflows/deep-research/run-nowait"))
-            .json(&start)
-    })
-    .await;
-    let approve = json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}});
-    until_answered(&format!("approve {id}"), &[200], || {
-        client
-            .post(format!("{api}/events/{id}"))
-            .header("Idempotency-Key", format!("approve-{id}"))
-            .json(&approve)
-    })
-    .await;
-    follow_reconnecting(client, vec![api], id).await
-}
 
 async fn kill_under_load(runs: usize, concurrency: usize, kills: usize) {
     let scenario = format!("serve SIGKILLed {kills}x, {runs} runs at concurrency {concurrency}");

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 
-use crate::served::{self, DEADLINE};
+use crate::served::{self, DEADLINE, QUESTION};
 
 /// A throwaway Postgres cluster started by `scripts/test-db.sh`, which a scenario may stop
 /// and start again. Stopped and removed on drop.
@@ -331,4 +331,55 @@ pub async fn stranded(store: &fathom_store::SqlStore, ids: &[String]) -> usize {
 /// Whether the stream a client saw is gap-free and repeats nothing (ids 0..n).
 pub fn gap_free(seen: &[(i64, Value)]) -> bool {
     seen.iter().map(|(i, _)| *i).eq(0..seen.len() as i64)
+}
+
+/// Sends `req()` until the server answers with one of `ok` (restarts in between refuse
+/// connections, and a database away answers 503); the status it answered.
+pub async fn until_answered(
+    what: &str,
+    ok: &[u16],
+    req: impl Fn() -> reqwest::RequestBuilder,
+) -> u16 {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Ok(resp) = req().timeout(Duration::from_secs(10)).send().await {
+            let status = resp.status().as_u16();
+            if ok.contains(&status) {
+                return status;
+            }
+            assert!(
+                status >= 500,
+                "{what}: {status} {}",
+                resp.text().await.unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: no answer within the deadline"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One client: starts run `id` (its id chosen by the client, so that a start retried after
+/// a kill cannot make a second run), approves it (kept in the mailbox if the plan is not
+/// ready yet) and reads its stream to the stop event.
+pub async fn client_run(client: reqwest::Client, api: String, id: String) -> Seen {
+    let start = json!({"handler_id": id, "start_event": {"query": QUESTION}});
+    // 409: the start was taken before the connection broke.
+    until_answered(&format!("start {id}"), &[200, 409], || {
+        client
+            .post(format!("{api}/workflows/deep-research/run-nowait"))
+            .json(&start)
+    })
+    .await;
+    let approve = json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}});
+    until_answered(&format!("approve {id}"), &[200], || {
+        client
+            .post(format!("{api}/events/{id}"))
+            .header("Idempotency-Key", format!("approve-{id}"))
+            .json(&approve)
+    })
+    .await;
+    follow_reconnecting(client, vec![api], id).await
 }

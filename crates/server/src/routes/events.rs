@@ -75,7 +75,9 @@ pub async fn stream_events(
     if run.status.is_terminal() && after >= run.next_seq - 1 {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    let (tx, rx) = mpsc::channel::<StoredEvent>(64);
+    // Small: a reader that falls behind is fed from the stored stream as it reads, not
+    // buffered here (a report update can be tens of kB).
+    let (tx, rx) = mpsc::channel::<StoredEvent>(8);
     let client = super::metrics::StreamClient::connected(if sse { "sse" } else { "ndjson" });
     tokio::spawn(follow(state.clone(), id, after, tx, client));
     let events = ReceiverStream::new(rx).map(move |mut ev| {
@@ -118,6 +120,9 @@ pub async fn stream_events(
     }
 }
 
+/// How long a reader may take nothing before its stream is closed.
+const STALLED_READER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How long an open event stream waits for the database to come back before it ends.
 const STREAM_OUTAGE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 
@@ -145,8 +150,15 @@ async fn follow(
         };
         match next {
             Ok(Some(ev)) => {
-                if tx.send(ev).await.is_err() {
-                    return;
+                // A reader that takes nothing for this long is let go (it reconnects with
+                // Last-Event-ID when it wakes): no task or buffer is held for it meanwhile.
+                match tokio::time::timeout(STALLED_READER_LIMIT, tx.send(ev)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        tracing::info!(run = %id, "event stream reader stalled; stream closed");
+                        return;
+                    }
                 }
             }
             Ok(None) => return,
