@@ -46,8 +46,10 @@ async fn crash_and_recover(dialect: Dialect) {
     let store = connect(&url).await;
     create_effects_table(store.pool(), dialect).await;
     // This engine only starts runs and delivers events; the worker processes drive them.
-    let engine = Engine::new(Arc::new(store.clone()), EngineConfig::default())
-        .register(crash_workflow(store.pool().clone()));
+    let engine = Arc::new(
+        Engine::new(Arc::new(store.clone()), EngineConfig::default())
+            .register(crash_workflow(store.pool().clone())),
+    );
     let mut ids = Vec::new();
     for n in 0..RUNS {
         let run = engine

@@ -20,7 +20,7 @@ use crate::store::{
     RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
 };
 use crate::telemetry::{self, RunTracer};
-use crate::workflow::{ErasedWorkflow, StartRefusal, Stored};
+use crate::workflow::{ErasedWorkflow, StartRefusal, Stopped, Stored};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -217,7 +217,7 @@ impl Engine {
     /// Delivers an external event to a run's durable mailbox. It is kept until a step waits
     /// for it, even if it arrives first; the same idempotency key applies once.
     pub async fn send(
-        &self,
+        self: &Arc<Self>,
         run_id: &str,
         event_type: &str,
         payload: Value,
@@ -254,26 +254,58 @@ impl Engine {
         // A decision sent while the run waits for one is for that wait only.
         let waits_for_it =
             run.status == RunStatus::Waiting && run.waiting_for.as_deref() == Some(event_type);
-        let outcome = self
-            .store
-            .deliver(
-                run_id,
-                NewMessage {
-                    event_type: event_type.to_string(),
-                    payload,
-                    idempotency_key,
-                    exclusive: decision,
-                    at_seq: (decision && waits_for_it).then_some(run.next_seq),
-                },
-            )
-            .await?;
+        let mut message = NewMessage {
+            event_type: event_type.to_string(),
+            payload,
+            idempotency_key,
+            exclusive: decision,
+            at_seq: (decision && waits_for_it).then_some(run.next_seq),
+        };
+        let mut outcome = self.store.deliver(run_id, message.clone()).await?;
+        if outcome == DeliverOutcome::BetweenWaits {
+            // A decision that came between two waits (a plan being drafted again after a
+            // rejection) is for the next wait only if the run streamed nothing between its
+            // arrival and that wait: then its sender saw what the wait is about.
+            self.wait_until_waiting(run_id, event_type, BETWEEN_WAITS_LIMIT)
+                .await;
+            message.at_seq = Some(run.next_seq);
+            outcome = self.store.deliver(run_id, message).await?;
+        }
         match &outcome {
             DeliverOutcome::RunNotFound => return Err(EngineError::UnknownRun(run_id.into())),
             DeliverOutcome::RunTerminal(s) => return Err(EngineError::RunTerminal(s.as_str())),
+            DeliverOutcome::BetweenWaits => {
+                return Err(EngineError::Store(StoreError::Conflict(format!(
+                    "a {event_type} was already taken up and the run has moved on; \
+                     read its state and decide again"
+                ))));
+            }
             _ => {}
         }
         self.wake.notify_one();
         Ok(outcome)
+    }
+
+    /// Waits, up to `limit`, for run `run_id` to wait for an `event_type` (or to end).
+    async fn wait_until_waiting(self: &Arc<Self>, run_id: &str, event_type: &str, limit: Duration) {
+        let mut watch = self.watch(run_id);
+        let _ = tokio::time::timeout(limit, async {
+            // Bounded by the limit; each pass looks once and waits for a change.
+            loop {
+                watch.mark_seen();
+                match self.store.get_run(run_id).await {
+                    Ok(Some(r))
+                        if r.status.is_terminal()
+                            || r.waiting_for.as_deref() == Some(event_type) =>
+                    {
+                        return;
+                    }
+                    Ok(Some(_)) => watch.changed().await,
+                    _ => return,
+                }
+            }
+        })
+        .await;
     }
 
     /// Cancels a run: it stops at its next commit, and a `WorkflowCancelledEvent` ends its
@@ -290,6 +322,13 @@ impl Engine {
             && let Ok(Some(run)) = self.store.get_run(run_id).await
         {
             self.ended(&run, "cancelled");
+            // A step of it running here has let go first, so nothing it writes outside the
+            // run (a session saved mid-step) lands after the workflow's hook.
+            let deadline = Instant::now() + STOPPED_HOOK_LIMIT;
+            while self.lock_active().contains_key(run_id) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            self.stopped(&run, Stopped::Cancelled).await;
         }
         self.notify(run_id);
         Ok(outcome)
@@ -809,6 +848,8 @@ impl Engine {
         )
         .await?;
         self.ended(run, "failed");
+        self.stopped(run, Stopped::Failed(message.to_string()))
+            .await;
         Ok(())
     }
 
@@ -823,10 +864,33 @@ impl Engine {
         })
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let error = format!("run timed out after {timeout:.1}s in step {step}");
-        self.finish(lease, run, step, StepOutcome::Failed { error, event })
-            .await?;
+        self.finish(
+            lease,
+            run,
+            step,
+            StepOutcome::Failed {
+                error: error.clone(),
+                event,
+            },
+        )
+        .await?;
         self.ended(run, "timed_out");
+        self.stopped(run, Stopped::Failed(error)).await;
         Ok(())
+    }
+
+    /// Runs the workflow's hook for a run that was cancelled or failed, bounded in time.
+    async fn stopped(&self, run: &RunRecord, how: Stopped) {
+        let Some(wf) = self.workflows.get(&run.workflow) else {
+            return;
+        };
+        let hook = wf.on_stopped(run.state.clone(), how);
+        if tokio::time::timeout(STOPPED_HOOK_LIMIT, hook)
+            .await
+            .is_err()
+        {
+            warn!(run = %run.id, "the stopped run's hook did not finish in time");
+        }
     }
 
     /// Counts a run that ended here and closes its trace.
@@ -895,6 +959,12 @@ struct Inbox {
     /// be journaled under them.
     unrun: HashSet<i64>,
 }
+
+/// How long a decision sent between two waits waits for the next one (see `send`).
+const BETWEEN_WAITS_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long a workflow's `on_stopped` hook may take.
+const STOPPED_HOOK_LIMIT: Duration = Duration::from_secs(10);
 
 /// Pending events read from the store at a time.
 const INBOX_PAGE: i64 = 64;

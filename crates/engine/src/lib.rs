@@ -80,7 +80,7 @@ pub use signal::RunWatch;
 pub use telemetry::RunTracer;
 pub use workflow::{
     BoxFuture, Either, Emits, ErasedWorkflow, EventInfo, EventRole, RetryPolicy, StartRefusal,
-    StepOptions, Stop, Stored, Upgrade, Workflow, WorkflowState,
+    StepOptions, Stop, Stopped, Stored, Upgrade, Workflow, WorkflowState,
 };
 
 /// A new 10-character id from the URL-safe alphabet, like the handler ids of the Python

@@ -84,6 +84,16 @@ pub enum StartRefusal {
 /// An asynchronous rule start events must meet (it may read storage).
 type StartGuard = Arc<dyn Fn(Value) -> BoxFuture<Result<(), StartRefusal>> + Send + Sync>;
 
+/// How a run stopped without completing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    Cancelled,
+    /// Failed (a step gave up, or the run's deadline passed), and why.
+    Failed(String),
+}
+
+type StoppedHook = Arc<dyn Fn(Value, Stopped) -> BoxFuture<()> + Send + Sync>;
+
 /// What part an event type plays in a workflow, for the schemas and graph it publishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventRole {
@@ -246,6 +256,7 @@ pub struct Workflow<S: WorkflowState> {
     start_type: &'static str,
     validate_start: Validator,
     guard_start: Option<StartGuard>,
+    on_stopped: Option<StoppedHook>,
     steps: Vec<StepDef<S>>,
     by_event: HashMap<&'static str, usize>,
     external: Vec<(&'static str, Validator)>,
@@ -268,6 +279,7 @@ impl<S: WorkflowState> Workflow<S> {
             start_type: Start::TYPE,
             validate_start: validator::<Start>(|_| Ok(())),
             guard_start: None,
+            on_stopped: None,
             steps: Vec::new(),
             by_event: HashMap::new(),
             external: Vec::new(),
@@ -330,6 +342,27 @@ impl<S: WorkflowState> Workflow<S> {
                 let event: Start = serde_json::from_value(payload)
                     .map_err(|e| StartRefusal::Invalid(e.to_string()))?;
                 guard(event).await
+            })
+        }));
+        self
+    }
+
+    /// Bookkeeping outside the run when it is cancelled or fails (a session record told so):
+    /// `hook` gets the run's last committed state, in the process that cancelled or failed
+    /// it, after that is committed. Best effort and bounded in time: a failure is logged.
+    pub fn on_stopped<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(S, Stopped) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let hook = Arc::new(hook);
+        self.on_stopped = Some(Arc::new(move |state: Value, how: Stopped| {
+            let hook = hook.clone();
+            Box::pin(async move {
+                match serde_json::from_value::<S>(state) {
+                    Ok(state) => hook(state, how).await,
+                    Err(e) => tracing::warn!(error = %e, "a stopped run's state did not read"),
+                }
             })
         }));
         self
@@ -456,6 +489,8 @@ pub trait ErasedWorkflow: Send + Sync + 'static {
     fn validate_start(&self, payload: &Value) -> Result<(), String>;
     /// The workflow's asynchronous start rule, if it has one (after [`Self::validate_start`]).
     fn guard_start(&self, payload: &Value) -> BoxFuture<Result<(), StartRefusal>>;
+    /// The workflow's [`Workflow::on_stopped`] hook, run on a state (a no-op without one).
+    fn on_stopped(&self, state: Value, how: Stopped) -> BoxFuture<()>;
     fn initial_state(&self) -> Value;
     fn external_types(&self) -> Vec<&'static str>;
     fn validate_external(&self, event_type: &str, payload: &Value) -> Option<Result<(), String>>;
@@ -506,6 +541,12 @@ impl<S: WorkflowState> ErasedWorkflow for Workflow<S> {
         match &self.guard_start {
             Some(g) => g(payload.clone()),
             None => Box::pin(async { Ok(()) }),
+        }
+    }
+    fn on_stopped(&self, state: Value, how: Stopped) -> BoxFuture<()> {
+        match &self.on_stopped {
+            Some(hook) => hook(state, how),
+            None => Box::pin(async {}),
         }
     }
     fn initial_state(&self) -> Value {

@@ -28,6 +28,7 @@ pub enum SessionStatus {
     Running,
     Completed,
     Failed,
+    Cancelled,
 }
 
 /// A source found by search, and what became of it.

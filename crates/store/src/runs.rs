@@ -660,8 +660,8 @@ impl RunStore for SqlStore {
         }
         if message.exclusive {
             // A decision already waiting to be taken up wins; and one sent while the run is
-            // not waiting for it counts as early only if none was taken up before (else the
-            // run is past the wait it was meant for).
+            // not waiting for it is early only if none was taken up before (else it can only
+            // be for the run's next wait: the caller decides whether it is).
             let taken = if message.at_seq.is_some() {
                 "'pending'"
             } else {
@@ -683,18 +683,13 @@ impl RunStore for SqlStore {
                 if earlier_key == key {
                     return Ok(DeliverOutcome::Duplicate { message_id: id });
                 }
-                return Err(StoreError::Conflict(if status == "pending" {
-                    format!(
-                        "another {} for this run was received first and is being taken up",
-                        message.event_type
-                    )
-                } else {
-                    format!(
-                        "a {} for this run was already taken up and the run has moved on; \
-                         read its state and decide again",
-                        message.event_type
-                    )
-                }));
+                if status != "pending" {
+                    return Ok(DeliverOutcome::BetweenWaits);
+                }
+                return Err(StoreError::Conflict(format!(
+                    "another {} for this run was received first and is being taken up",
+                    message.event_type
+                )));
             }
         }
         let inserted = sqlx::query(

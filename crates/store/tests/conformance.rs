@@ -460,6 +460,14 @@ async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
         )
         .await;
     assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    // Sent with no position while the run waits for nothing, after one was taken up: it
+    // can only be for a later wait, and is not stored.
+    assert_eq!(
+        s.deliver("r1", decision(json!({"ok": false}), "d", None))
+            .await
+            .unwrap(),
+        DeliverOutcome::BetweenWaits
+    );
     let moved = s.get_run("r1").await.unwrap().unwrap();
     assert!(moved.next_seq > run.next_seq);
     let current = s

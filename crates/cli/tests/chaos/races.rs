@@ -78,6 +78,31 @@ async fn mailbox(store: &fathom_store::SqlStore, id: &str) -> (i64, i64, i64) {
     )
 }
 
+/// The status the saved session of `run` says (Agent Data `research-sessions`).
+async fn session_status(
+    client: &reqwest::Client,
+    api: &str,
+    run: &fathom_engine::store::RunRecord,
+) -> String {
+    let root = api.trim_end_matches("/deployments/deep-research");
+    let research_id = run.state["research_id"].as_str().unwrap_or_default();
+    let page: Value = client
+        .post(format!("{root}/api/v1/beta/agent-data/:search"))
+        .json(&serde_json::json!({"deployment_name": "_public",
+            "collection": "research-sessions",
+            "filter": {"research_id": {"eq": research_id}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page["items"][0]["data"]["status"]
+        .as_str()
+        .unwrap_or("none")
+        .to_string()
+}
+
 fn stops(events: &[(i64, Value)]) -> Vec<&Value> {
     events
         .iter()
@@ -199,6 +224,10 @@ async fn run_race(
             if answers != [200, 409] || consumed + pending != 0 {
                 return bad(format!("mailbox {consumed}/{pending}/{superseded}"));
             }
+            let session = session_status(&client, &api, &run).await;
+            if session != "cancelled" {
+                return bad(format!("cancelled, but its saved session says {session}"));
+            }
             if run.status != RunStatus::Cancelled
                 || stop.len() != 1
                 || stop[0]["type"] != "WorkflowCancelledEvent"
@@ -225,6 +254,10 @@ async fn run_race(
                     "cancelled, but the stream ends with {}",
                     last["type"]
                 ));
+            }
+            let session = session_status(&client, &api, &run).await;
+            if session != want.as_str() {
+                return bad(format!("{want:?}, but its saved session says {session}"));
             }
         }
     }

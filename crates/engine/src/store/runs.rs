@@ -150,8 +150,16 @@ pub struct NewMessage {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeliverOutcome {
-    Accepted { message_id: i64 },
-    Duplicate { message_id: i64 },
+    Accepted {
+        message_id: i64,
+    },
+    Duplicate {
+        message_id: i64,
+    },
+    /// Not delivered: an exclusive message sent with no `at_seq` while the run waits for
+    /// none, after one of its type was taken up already. It can only be for the run's next
+    /// wait: send it again with `at_seq` once the run waits (nothing was stored).
+    BetweenWaits,
     RunNotFound,
     RunTerminal(RunStatus),
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use fathom_data::CollectionStore;
 use fathom_engine::{
-    Ctx, ErasedWorkflow, RetryPolicy, StartRefusal, StepError, StepOptions, Stop, Workflow,
+    Ctx, ErasedWorkflow, RetryPolicy, StartRefusal, StepError, StepOptions, Stop, Stopped, Workflow,
 };
 
 use crate::delivery::Delivery;
@@ -32,7 +32,7 @@ use crate::service::{
 };
 use crate::sessions::Sessions;
 use crate::settings::ResearchConfig;
-use crate::state::{ResearchState, RunCtx};
+use crate::state::{ResearchState, RunCtx, SessionStatus};
 use crate::tools::Tools;
 
 pub const DEEP_RESEARCH: &str = "deep-research";
@@ -89,7 +89,28 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
         deps.tools.clone(),
     );
     let guarded = deps.clone();
+    let stopping = deps.clone();
     Workflow::<ResearchState>::new::<ResearchStart>(DEEP_RESEARCH)
+        // A run cancelled or failed says so in its saved session, which would otherwise
+        // show it planning or running for ever.
+        .on_stopped(move |mut state: ResearchState, how| {
+            let deps = stopping.clone();
+            async move {
+                state.status = match how {
+                    Stopped::Cancelled => SessionStatus::Cancelled,
+                    Stopped::Failed(why) => {
+                        state.notes.push(format!("the run failed: {why}"));
+                        SessionStatus::Failed
+                    }
+                };
+                if state.research_id.is_empty() {
+                    return;
+                }
+                if let Err(e) = deps.save_session(&state).await {
+                    tracing::warn!(error = %e, "could not record how the run stopped");
+                }
+            }
+        })
         .check_start(move |ev: &ResearchStart| {
             let start =
                 check_start(&config, &ev.query, ev.settings.clone()).map_err(|e| e.to_string())?;
