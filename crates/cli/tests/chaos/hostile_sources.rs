@@ -49,7 +49,7 @@ const RUN_DEADLINE: Duration = Duration::from_secs(180);
 /// source record must say.
 struct Hostile {
     path: &'static str,
-    kind: &'static str,
+    kind: String,
     /// The stage whose time is bounded, the bound, and what the bound is.
     stage: &'static str,
     bound: Duration,
@@ -58,13 +58,20 @@ struct Hostile {
     reasons: &'static [&'static str],
 }
 
+/// Bytes the bombs inflate to, and the depth of the nested page.
+fn sizes() -> (u64, usize) {
+    figures::scale((2 << 30, 100_000), (3 << 30, 300_000))
+}
+
 fn hostiles() -> Vec<Hostile> {
+    let (size, depth) = sizes();
+    let gib = size >> 30;
     let fetch = Duration::from_secs(FETCH_TIMEOUT_S);
     let pdf = Duration::from_secs(PDF_TIMEOUT_S);
     vec![
         Hostile {
             path: "/gzip-bomb.html",
-            kind: "gzip bomb",
+            kind: format!("gzip bomb ({gib} GiB)"),
             stage: "fetch_url",
             bound: fetch,
             bound_name: "the fetch timeout",
@@ -72,7 +79,7 @@ fn hostiles() -> Vec<Hostile> {
         },
         Hostile {
             path: "/endless.html",
-            kind: "2 GB Content-Length, never sent",
+            kind: "2 GB Content-Length, never sent".into(),
             stage: "fetch_url",
             bound: fetch,
             bound_name: "the fetch timeout",
@@ -80,7 +87,7 @@ fn hostiles() -> Vec<Hostile> {
         },
         Hostile {
             path: "/drip.html",
-            kind: "one byte per second",
+            kind: "one byte per second".into(),
             stage: "fetch_url",
             bound: fetch,
             bound_name: "the fetch timeout",
@@ -88,7 +95,7 @@ fn hostiles() -> Vec<Hostile> {
         },
         Hostile {
             path: "/loop/0",
-            kind: "redirect loop",
+            kind: "redirect loop".into(),
             stage: "fetch_url",
             bound: fetch,
             bound_name: "the fetch timeout",
@@ -96,7 +103,7 @@ fn hostiles() -> Vec<Hostile> {
         },
         Hostile {
             path: "/bomb.docx",
-            kind: "DOCX zip bomb",
+            kind: format!("DOCX zip bomb ({gib} GiB)"),
             stage: "parse_content",
             bound: fetch,
             // Parsed in process, without a timer: held to the fetch's.
@@ -105,7 +112,7 @@ fn hostiles() -> Vec<Hostile> {
         },
         Hostile {
             path: "/million-pages.pdf",
-            kind: "PDF claiming a million pages",
+            kind: "PDF claiming a million pages".into(),
             stage: "parse_content",
             bound: pdf,
             bound_name: "the PDF timeout",
@@ -113,7 +120,7 @@ fn hostiles() -> Vec<Hostile> {
         },
         Hostile {
             path: "/parent-loop.pdf",
-            kind: "PDF whose page is its own parent",
+            kind: "PDF whose page is its own parent".into(),
             stage: "parse_content",
             bound: pdf,
             bound_name: "the PDF timeout",
@@ -126,7 +133,7 @@ fn hostiles() -> Vec<Hostile> {
         },
         Hostile {
             path: "/deep.html",
-            kind: "HTML nested 100,000 deep",
+            kind: format!("HTML nested {depth} deep"),
             stage: "parse_content",
             bound: fetch,
             // Parsed in process, without a timer: held to the fetch's.
@@ -147,8 +154,7 @@ const GOOD_PAGE: &str = "<html><head><title>Rain in Bergen</title></head><body><
 async fn serve_web() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let size = figures::scale(2u64 << 30, 3u64 << 30);
-    let depth = figures::scale(100_000, 300_000);
+    let (size, depth) = sizes();
     let gzip_bomb = hostile::gzip_bomb(size);
     let docx_bomb = hostile::docx_bomb(size);
     let million = hostile::pdf_claiming_pages(1000);
@@ -418,7 +424,9 @@ async fn hostile_sources_are_refused_or_cut_within_bounds_and_the_run_goes_on() 
             .lines()
             .nth(1)
             .unwrap_or("(no reason recorded)")
-            .trim();
+            .trim()
+            .replace(&format!("{url}: "), "")
+            .replace(&url, "the page");
         figures::record(
             &format!("hostile source: {}", h.kind),
             "time to refuse or cut; reason on the source",
