@@ -12,6 +12,8 @@ mod served;
 #[path = "chaos/support.rs"]
 mod support;
 
+#[path = "chaos/hostile_sources.rs"]
+mod hostile_sources;
 #[path = "chaos/kill.rs"]
 mod kill;
 #[path = "chaos/load.rs"]

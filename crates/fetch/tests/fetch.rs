@@ -74,6 +74,31 @@ async fn fixture() -> String {
                 "late"
             }),
         )
+        // Headers at once, then one byte every 200 ms for ever: only a deadline on the whole
+        // request stops it, not one per read.
+        .route(
+            "/drip",
+            get(|| async {
+                let drip = futures_util::stream::unfold((), |()| async {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Some((Ok::<_, std::io::Error>(vec![b'x']), ()))
+                });
+                axum::body::Body::from_stream(drip)
+            }),
+        )
+        // Promises 2 GB and sends a few bytes, then nothing.
+        .route(
+            "/endless",
+            get(|| async {
+                let first =
+                    futures_util::stream::once(async { Ok::<_, std::io::Error>(b"<p>".to_vec()) });
+                let body = axum::body::Body::from_stream(futures_util::StreamExt::chain(
+                    first,
+                    futures_util::stream::pending(),
+                ));
+                ([(header::CONTENT_LENGTH, "2000000000")], body)
+            }),
+        )
         .route("/big", get(|| async { "x".repeat(300 * 1024) }))
         .route(
             "/big-chunked",
@@ -188,6 +213,16 @@ async fn fixture_cases() {
             "/slow",
             Box::new(|e| matches!(e, FetchError::Timeout { .. })),
             "timed out",
+        ),
+        (
+            "/drip",
+            Box::new(|e| matches!(e, FetchError::Timeout { .. })),
+            "timed out",
+        ),
+        (
+            "/endless",
+            Box::new(|e| matches!(e, FetchError::TooLarge { .. })),
+            "larger than 262144 bytes",
         ),
         (
             "/big",

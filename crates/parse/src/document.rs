@@ -254,7 +254,18 @@ pub fn parse_content_as(
     let mut extraction = None;
     let (title, blocks) = match kind {
         DocKind::Html => {
-            let (m, markdown, how) = html_to_markdown(url, &text)?;
+            // A page nested past the cap would hold the parser for hours: flattened first.
+            let flat = crate::nesting::flatten(&text);
+            if let Some(f) = &flat {
+                unread.push(format!(
+                    "the page nests elements deeper than {} levels; {} tags past that depth were \
+                     dropped and their text kept",
+                    crate::nesting::MAX_DEPTH,
+                    f.dropped
+                ));
+            }
+            let html = flat.as_ref().map_or(text.as_str(), |f| f.html.as_str());
+            let (m, markdown, how) = html_to_markdown(url, html)?;
             meta = m;
             extraction = Some(how);
             let (h1, blocks) = markdown_blocks(&markdown);
@@ -494,6 +505,13 @@ pub fn pdf_to_doc(url: &str, pdf: PdfText) -> Result<ParsedDoc, ParseError> {
     doc.byline = pdf.author;
     doc.published = pdf.created.as_deref().and_then(pdf_date);
     doc.pages = Some(pdf.page_count);
+    let read = pdf.pages.len() as u32;
+    if pdf.page_count > read {
+        doc.unread.push(format!(
+            "only the first {read} of the {} pages the document claims were read",
+            pdf.page_count
+        ));
+    }
     Ok(doc)
 }
 
@@ -670,6 +688,11 @@ mod tests {
         assert_eq!(doc.byline.as_deref(), Some("Ferris"));
         assert_eq!(doc.published.as_deref(), Some("2024-03-15"));
         assert_eq!(doc.pages, Some(9));
+        // 2 of 9 read: the cut is recorded.
+        assert_eq!(
+            doc.unread,
+            ["only the first 2 of the 9 pages the document claims were read"]
+        );
         let pages: Vec<Option<u32>> = doc.blocks.iter().map(|b| b.page).collect();
         assert_eq!(pages, [Some(1), Some(1), Some(2)]);
         assert!(

@@ -8,6 +8,7 @@
 
 mod document;
 pub mod docx;
+pub mod nesting;
 pub mod pdf;
 pub mod text;
 

@@ -84,6 +84,16 @@ pub fn extract(bytes: &[u8], max_pages: u32) -> Result<PdfText, String> {
         Some(text.trim().to_string()).filter(|t| !t.is_empty())
     };
     let pages = doc.get_pages();
+    // The page tree's own count: a hostile tree claims far more pages than the walk (bounded
+    // by lopdf at one step per object) finds.
+    let claimed = doc
+        .catalog()
+        .and_then(|c| c.get(b"Pages"))
+        .and_then(Object::as_reference)
+        .and_then(|id| doc.get_dictionary(id))
+        .and_then(|p| p.get(b"Count"))
+        .and_then(Object::as_i64)
+        .map_or(0, |n| n.clamp(0, i64::from(u32::MAX)) as u32);
     let mut out = Vec::new();
     for &n in pages.keys().take(max_pages as usize) {
         let mut text = String::new();
@@ -95,7 +105,7 @@ pub fn extract(bytes: &[u8], max_pages: u32) -> Result<PdfText, String> {
         title: info_text(b"Title"),
         author: info_text(b"Author"),
         created: info_text(b"CreationDate"),
-        page_count: pages.len() as u32,
+        page_count: (pages.len() as u32).max(claimed),
         pages: out,
     })
 }
@@ -260,7 +270,13 @@ fn describe_death(status: std::process::ExitStatus, stderr: &[u8], limits: PdfLi
     use std::os::unix::process::ExitStatusExt;
     let stderr = String::from_utf8_lossy(stderr);
     let out_of_memory = stderr.contains("memory allocation") || stderr.contains("out of memory");
+    // Rust's stack guard: the parser recursed without end (objects that refer to each other
+    // in a loop) or as deep as the file's nesting.
+    let stack = stderr.contains("has overflowed its stack");
     match status.signal() {
+        _ if stack => "the PDF's objects refer to each other in a loop or nest too deep: the \
+                       parser ran out of stack and was abandoned"
+            .to_string(),
         _ if out_of_memory => format!(
             "the PDF needed more than {} MiB to read and was abandoned",
             limits.memory_mib
@@ -281,5 +297,26 @@ fn describe_death(status: std::process::ExitStatus, stderr: &[u8], limits: PdfLi
                 }
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn a_worker_that_ran_out_of_stack_is_reported_as_a_loop() {
+        let aborted = std::process::ExitStatus::from_raw(libc::SIGABRT);
+        let stderr =
+            b"\nthread 'main' has overflowed its stack\nfatal runtime error: stack overflow\n";
+        let why = describe_death(aborted, stderr, PdfLimits::default());
+        assert!(why.contains("refer to each other in a loop"), "{why}");
+        // Another abort is a crash, with its signal.
+        let why = describe_death(aborted, b"", PdfLimits::default());
+        assert_eq!(
+            why,
+            format!("the PDF parser crashed (signal {})", libc::SIGABRT)
+        );
     }
 }

@@ -167,3 +167,32 @@ fn only_html_records_an_extraction_and_old_records_still_load() {
     let back: ParsedDoc = serde_json::from_value(old).unwrap();
     assert_eq!(back, doc);
 }
+
+/// A hostile page nested 100,000 `div`s deep (hours of parsing as written) is flattened at
+/// the depth browsers stop at: the text past the cap is kept and the cut is recorded.
+#[test]
+fn a_page_nested_100000_deep_is_flattened_and_read() {
+    let depth = 100_000;
+    let html = format!(
+        "<html><head><title>Deep page</title></head><body><article><h1>Deep page</h1>\
+         <p>Rain in Bergen fell on 190 days of the year, more than in any other city of the \
+         survey.</p></article>{}Words at the very bottom.{}</body></html>",
+        "<div>".repeat(depth),
+        "</div>".repeat(depth)
+    );
+    let doc = parse_content("https://pages.example/deep", DocKind::Html, html.as_bytes()).unwrap();
+    assert!(
+        all_text(&doc).contains("Words at the very bottom."),
+        "{doc:?}"
+    );
+    assert_eq!(doc.unread.len(), 1, "{:?}", doc.unread);
+    assert!(
+        doc.unread[0].contains("deeper than 512 levels")
+            && doc.unread[0].contains(&format!("{} tags", depth + 2 - 512)),
+        "{:?}",
+        doc.unread
+    );
+    // An ordinary page records no cut.
+    let plain = "<html><body><article><p>Rain fell on 190 days.</p></article></body></html>";
+    assert!(parse(plain).unread.is_empty());
+}

@@ -55,6 +55,10 @@ pub struct SourceEntry {
     /// Pages in the document (PDF).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages: Option<u32>,
+    /// Parts of a source read only in part, and why (pages past the limit, a page nested
+    /// past the depth cap, a DOCX part too large).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
     /// The session this source was read in, when a follow-up took it from its parent
     /// (read again from storage, not fetched).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,6 +80,7 @@ impl SourceEntry {
             site_name: None,
             canonical_url: None,
             pages: None,
+            unread: Vec::new(),
             from_session: None,
         }
     }

@@ -163,6 +163,13 @@ pub fn pdf_document(contents: &[PageContent], title: &str, author: &str) -> Vec<
         obj.extend_from_slice(b"\nendstream");
         objects.push(obj);
     }
+    pdf_from_objects(&objects, "/Info 4 0 R")
+}
+
+/// A PDF file of `objects` (numbered from 1; the first is the catalog) with its
+/// cross-reference table; `trailer` adds entries to the trailer. For files whose structure a
+/// test writes itself (hostile page trees, reference loops).
+pub fn pdf_from_objects(objects: &[Vec<u8>], trailer: &str) -> Vec<u8> {
     let mut out = b"%PDF-1.4\n%\xE2\xE3\xCF\xD3\n".to_vec();
     let mut offsets = Vec::new();
     for (i, body) in objects.iter().enumerate() {
@@ -180,7 +187,7 @@ pub fn pdf_document(contents: &[PageContent], title: &str, author: &str) -> Vec<
     }
     out.extend_from_slice(
         format!(
-            "trailer\n<< /Size {} /Root 1 0 R /Info 4 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            "trailer\n<< /Size {} /Root 1 0 R {trailer} >>\nstartxref\n{xref}\n%%EOF\n",
             objects.len() + 1
         )
         .as_bytes(),

@@ -2,13 +2,17 @@
 //!
 //! Fresh test databases ([`db`]), a scripted OpenAI-compatible model server ([`llm`]) and the
 //! models' side of a research run ([`agent`]), a search API with its pages on loopback
-//! ([`web`]), documents ([`fixtures`]): the sample corpus, parsed documents, PDFs; and a
+//! ([`web`]), documents ([`fixtures`]): the sample corpus, parsed documents, PDFs; hostile
+//! documents ([`hostile`]): bombs, loops, endless nesting; the peak memory of a process tree
+//! ([`memory`]); and a
 //! WebDriver client for headless chromium ([`webdriver`]).
 
 pub mod agent;
 pub mod db;
 pub mod fixtures;
+pub mod hostile;
 pub mod llm;
+pub mod memory;
 pub mod web;
 pub mod webdriver;
 

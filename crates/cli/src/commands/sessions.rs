@@ -53,6 +53,13 @@ pub async fn show(app: &App, id: &str) -> anyhow::Result<()> {
                 src["title"].as_str().unwrap_or(""),
                 src["url"].as_str().unwrap_or("")
             );
+            // Why a source was not read, or read only in part.
+            if let Some(why) = src["error"].as_str() {
+                println!("      why: {why}");
+            }
+            for part in src["unread"].as_array().into_iter().flatten() {
+                println!("      not read: {}", part.as_str().unwrap_or(""));
+            }
         }
     }
     for (channel, d) in s["delivery"].as_object().into_iter().flatten() {

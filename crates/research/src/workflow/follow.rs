@@ -107,6 +107,7 @@ pub(super) fn parent_sources(parent: &Parent, docs: &[(ParsedRef, ParsedDoc)]) -
             site_name: d.site_name.clone(),
             canonical_url: d.canonical_url.clone(),
             pages: d.pages,
+            unread: d.unread.clone(),
             from_session: Some(parent.research_id.clone()),
         })
         .collect()

@@ -301,6 +301,7 @@ fn mark_source(ctx: &RunCtx, url: &str, outcome: Result<(&String, &ParsedSummary
                     src.site_name = p.site_name.clone();
                     src.canonical_url = p.canonical_url.clone();
                     src.pages = p.pages;
+                    src.unread = p.unread.clone();
                 }
                 Err(e) => {
                     src.status = "failed".into();
