@@ -313,11 +313,15 @@ fn connect_error(target: &DatabaseTarget, e: sqlx::Error) -> StoreError {
 /// database failure whose text is for logs only.
 pub(crate) trait BackendError {
     fn backend(detail: String) -> Self;
+    fn invalid(detail: String) -> Self;
 }
 
 impl BackendError for StoreError {
     fn backend(detail: String) -> Self {
         StoreError::Backend(detail)
+    }
+    fn invalid(detail: String) -> Self {
+        StoreError::Invalid(detail)
     }
 }
 
@@ -325,9 +329,21 @@ impl BackendError for DataError {
     fn backend(detail: String) -> Self {
         DataError::Backend(detail)
     }
+    fn invalid(detail: String) -> Self {
+        DataError::Invalid(detail)
+    }
 }
 
 pub(crate) fn db_err<E: BackendError>(e: sqlx::Error) -> E {
+    // Postgres text cannot hold U+0000 (22021, and 22P05 for jsonb): a value given, not the
+    // database, is at fault.
+    if let sqlx::Error::Database(db) = &e
+        && matches!(db.code().as_deref(), Some("22021" | "22P05"))
+    {
+        return E::invalid(
+            "a text value holds a NUL character (\\u0000), which cannot be stored".into(),
+        );
+    }
     E::backend(e.to_string())
 }
 
