@@ -57,6 +57,9 @@ pub struct ServerConfig {
     pub sessions: CollectionScope,
     /// Renders this process's metrics for `GET /metrics`; none: the route answers 404.
     pub metrics: Option<MetricsExport>,
+    /// The server listens on loopback only: a request addressed to any other host name (a
+    /// web page whose name was made to resolve to 127.0.0.1, DNS rebinding) is refused.
+    pub loopback_only: bool,
 }
 
 /// Renders the process's metrics in the Prometheus text format.
@@ -82,6 +85,7 @@ impl ServerConfig {
                 collection: "research-sessions".into(),
             },
             metrics: None,
+            loopback_only: false,
         }
     }
 }
@@ -182,7 +186,7 @@ pub fn router_with(state: Arc<AppState>, protected: Option<Router<Arc<AppState>>
         .layer(cors(state.config.cors_origins.clone()))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            refuse_foreign_origin,
+            refuse_foreign_web_requests,
         ));
     app.with_state(state)
 }
@@ -220,14 +224,44 @@ fn origin_allowed(
     addressed.is_some_and(|host| host.trim().eq_ignore_ascii_case(authority))
 }
 
-/// Refuses, before anything else runs, a request a browser sent from a foreign page: it
-/// gets 403 and no CORS allowance. Requests without `Origin` (other programs, the UI's own
-/// page loads) pass.
-async fn refuse_foreign_origin(
+/// Whether the host a request is addressed to (`Host`, or the URI's authority) is a loopback
+/// name or address; a request naming none is taken as loopback (HTTP/1.0 clients).
+fn addressed_to_loopback(headers: &HeaderMap, uri: &Uri) -> bool {
+    let Some(addressed) = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
+    else {
+        return true;
+    };
+    let addressed = addressed.trim();
+    let host = match addressed.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => addressed.rsplit_once(':').map_or(addressed, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Refuses, before anything else runs, what a web page other than the server's own may send:
+/// a request from a foreign origin (403, and no CORS allowance), and, on a server listening
+/// on loopback, a request addressed to another host name (DNS rebinding). Requests without
+/// `Origin` (other programs, the UI's own page loads) pass.
+async fn refuse_foreign_web_requests(
     State(state): State<Arc<AppState>>,
     req: Request,
     next: Next,
 ) -> Response {
+    if state.config.loopback_only && !addressed_to_loopback(req.headers(), req.uri()) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this server listens on loopback and answers only requests addressed to localhost \
+             or a loopback address",
+        )
+        .into_response();
+    }
     if let Some(origin) = req.headers().get(header::ORIGIN)
         && !origin_allowed(origin, req.headers(), req.uri(), &state.config.cors_origins)
     {
@@ -294,4 +328,76 @@ fn cors(configured: Vec<String>) -> CorsLayer {
             HeaderName::from_static("x-fathom-file-id"),
         ])
         .max_age(Duration::from_secs(600))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn loopback_names_and_addresses_only() {
+        let uri = Uri::from_static("/handlers");
+        for ok in [
+            "localhost:4501",
+            "127.0.0.1:4501",
+            "127.1.2.3",
+            "[::1]:4501",
+            "LOCALHOST",
+        ] {
+            assert!(addressed_to_loopback(&host(ok), &uri), "{ok}");
+        }
+        for refused in [
+            "evil.example:4501",
+            "10.0.0.1:4501",
+            "[::2]:80",
+            "localhost.evil.example",
+        ] {
+            assert!(!addressed_to_loopback(&host(refused), &uri), "{refused}");
+        }
+    }
+
+    #[test]
+    fn own_origin_is_the_addressed_host_and_port() {
+        let uri = Uri::from_static("/handlers");
+        let origin = |o: &str| HeaderValue::from_str(o).unwrap();
+        let headers = host("127.0.0.1:4501");
+        assert!(origin_allowed(
+            &origin("http://127.0.0.1:4501"),
+            &headers,
+            &uri,
+            &[]
+        ));
+        assert!(!origin_allowed(
+            &origin("http://127.0.0.1:4502"),
+            &headers,
+            &uri,
+            &[]
+        ));
+        assert!(!origin_allowed(
+            &origin("https://evil.example"),
+            &headers,
+            &uri,
+            &[]
+        ));
+        assert!(!origin_allowed(&origin("null"), &headers, &uri, &[]));
+        let configured = ["http://localhost:5173/".to_string()];
+        assert!(origin_allowed(
+            &origin("http://localhost:5173"),
+            &headers,
+            &uri,
+            &configured
+        ));
+        assert!(origin_allowed(
+            &origin("https://x.example"),
+            &headers,
+            &uri,
+            &["*".into()]
+        ));
+    }
 }

@@ -165,6 +165,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
             collection: app.config.research.research_collection.clone(),
         },
         metrics: app.metrics.clone().map(MetricsExport),
+        loopback_only: addr.ip().is_loopback(),
         ..ServerConfig::new(deployment.clone())
     };
     let state = AppState::new(
