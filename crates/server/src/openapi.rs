@@ -91,6 +91,12 @@ fn add_common_answers(doc: &mut Value) {
                 "403",
                 "sent by a web page whose origin the server does not allow (see --cors-origin)",
             );
+            if uses_database(path) {
+                add(
+                    "503",
+                    "the database does not answer; try again after Retry-After seconds",
+                );
+            }
             if has_params || has_body {
                 add("400", "a parameter or the body is not valid");
             }
@@ -103,6 +109,17 @@ fn add_common_answers(doc: &mut Value) {
             }
         }
     }
+}
+
+/// Everything but the workflows' names and descriptions (answered from memory) reads or
+/// writes the database.
+fn uses_database(path: &str) -> bool {
+    let describes = path == "/workflows"
+        || (path.starts_with("/workflows/")
+            && ["/schema", "/representation", "/events"]
+                .iter()
+                .any(|tail| path.ends_with(tail)));
+    !describes
 }
 
 /// Field names in Agent Data queries (`created_at`, `id` or a dotted path into `data`).
