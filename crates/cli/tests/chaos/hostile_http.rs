@@ -378,22 +378,44 @@ async fn hostile_input(dialect: Dialect) {
         updated.json::<Value>().await.unwrap()["data"]["note"],
         "\u{0}"
     );
-    // A name cannot hold one: refused, naming the field.
-    let refused = client
-        .post(&agent_data)
-        .json(&json!({"deployment_name": "n\u{0}ul", "data": {}}))
+    // A name cannot hold one: refused, naming the field; nothing stored.
+    for (field, url, body) in [
+        (
+            "deployment_name",
+            agent_data.clone(),
+            json!({"deployment_name": "n\u{0}ul", "data": {}}),
+        ),
+        (
+            "collection",
+            agent_data.clone(),
+            json!({"deployment_name": "nul", "collection": "c\u{0}", "data": {}}),
+        ),
+        (
+            "project_id",
+            format!("{agent_data}?project_id=p%00"),
+            json!({"deployment_name": "nul", "data": {}}),
+        ),
+    ] {
+        let refused = client.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(refused.status(), 400, "{db}: {field}");
+        let detail: Value = refused.json().await.unwrap();
+        assert!(
+            detail["detail"].as_str().unwrap().contains(field),
+            "{db}: {detail}"
+        );
+    }
+    assert_eq!(
+        items(&client, &root, "nul", "default").await.len(),
+        1,
+        "{db}"
+    );
+    // A path holding one names nothing.
+    let missing = client
+        .get(format!("{root}/handlers/a%00b"))
         .send()
         .await
         .unwrap();
-    assert_eq!(refused.status(), 400, "{db}");
-    let detail: Value = refused.json().await.unwrap();
-    assert!(
-        detail["detail"]
-            .as_str()
-            .unwrap()
-            .contains("deployment_name"),
-        "{detail}"
-    );
+    assert_eq!(missing.status(), 404, "{db}");
 
     // NUL in a start event (the question) and in a sent event: stored faithfully; the
     // finished session keeps the question as asked. A setting holding one is refused by name.
