@@ -3,8 +3,7 @@
 //! so a frontend lists and reloads them with the LlamaCloud SDKs.
 
 use axum::Json;
-use axum::extract::FromRequest;
-use axum::extract::State;
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
@@ -310,7 +309,7 @@ pub async fn delete_item(
 pub async fn post_verb(
     State(state): State<AppRef>,
     PathParam(verb): PathParam,
-    request: axum::extract::Request,
+    request: Request,
 ) -> ApiResult<Response> {
     if !matches!(verb.as_str(), ":search" | ":aggregate" | ":delete") {
         let mut refused = ApiError::new(
