@@ -1,6 +1,8 @@
 # Fathom: `fathom serve` (API and, unless --no-worker, the work) or `fathom worker`.
 #   docker build -t fathom .
-#   docker run -p 127.0.0.1:4501:4501 -v "$PWD/corpus:/data/corpus:ro" fathom
+#   docker run -p 127.0.0.1:4501:4501 -e FATHOM_API_KEY=secret -v "$PWD/corpus:/data/corpus:ro" fathom
+# It listens on 0.0.0.0 inside the container, which `fathom serve` refuses without an API key
+# (FATHOM_API_KEY) unless told FATHOM_INSECURE_NO_AUTH=true.
 # docker-compose.yml runs it with Postgres, SearxNG and (profile llm) Ollama.
 
 FROM rust:1.95-slim-bookworm AS build

@@ -12,6 +12,8 @@ mod served;
 #[path = "chaos/support.rs"]
 mod support;
 
+#[path = "chaos/hostile_http.rs"]
+mod hostile_http;
 #[path = "chaos/hostile_sources.rs"]
 mod hostile_sources;
 #[path = "chaos/kill.rs"]

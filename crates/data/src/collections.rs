@@ -146,6 +146,8 @@ pub struct Filter(pub Vec<Condition>);
 pub struct FilterError(pub String);
 
 const MAX_CONDITIONS: usize = 64;
+/// The largest integer a JSON number written with a fraction (`5.0`) is read as exactly.
+pub const MAX_EXACT_INTEGER: i64 = 9_000_000_000_000_000;
 const MAX_LIST: usize = 1000;
 
 impl Filter {
@@ -239,6 +241,13 @@ fn check_scalar(key: &str, field: &Field, value: &Value) -> Result<Value, Filter
                 ))
             }),
             Value::Number(n) if n.is_i64() => Ok(value.clone()),
+            // `5.0` is an integer to JSON Schema, and so to this filter.
+            Value::Number(n)
+                if n.as_f64()
+                    .is_some_and(|f| f.fract() == 0.0 && f.abs() <= MAX_EXACT_INTEGER as f64) =>
+            {
+                Ok(Value::from(n.as_f64().unwrap_or_default() as i64))
+            }
             _ => Err(FilterError(format!(
                 "'{key}' compares with an ISO-8601 datetime"
             ))),

@@ -13,8 +13,8 @@ mod collections;
 pub use artifacts::{Artifact, ArtifactMeta, ArtifactStore};
 pub use collections::{
     AggregateGroup, AggregatePage, AggregateQuery, CollectionScope, CollectionStore, Condition,
-    Field, Filter, FilterError, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery, TopLevelField,
-    format_timestamp_ms, parse_timestamp_ms,
+    Field, Filter, FilterError, Item, MAX_EXACT_INTEGER, NewItem, Op, OrderBy, SearchPage,
+    SearchQuery, TopLevelField, format_timestamp_ms, parse_timestamp_ms,
 };
 
 /// Errors of the data stores. Messages are safe to show, except `Backend`'s, which is for logs.

@@ -1,9 +1,9 @@
 //! Request extractors whose rejections are [`ApiError`]s: a JSON body with a clear message
-//! for a wrong content type, an oversized body or bad JSON; and query strings with repeated
-//! keys (`?status=running&status=failed`).
+//! for a wrong content type, an oversized body or bad JSON; a path segment; and query
+//! strings with repeated keys (`?status=running&status=failed`).
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
@@ -51,6 +51,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         serde_json::from_slice(&bytes)
             .map(ApiJson)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+    }
+}
+
+/// The one parameter of a route's path (an id or a name), percent-decoded.
+pub struct PathParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(value) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("invalid path: {}", e.body_text())))?;
+        // Nothing Fathom stores is named with a NUL character (the databases cannot hold one
+        // in a name), so such a name names nothing.
+        if value.contains('\0') {
+            return Err(ApiError::not_found(
+                "Not Found: no resource is named with a NUL character (%00)",
+            ));
+        }
+        Ok(PathParam(value))
     }
 }
 

@@ -104,6 +104,8 @@ async fn server_with(opts: Opts) -> Server {
     let research = Research::new(store.clone(), engine_config, deps);
     let config = ServerConfig {
         api_key: opts.api_key.map(String::from),
+        // The origin of a UI served apart (a dev server), allowed beside the server's own.
+        cors_origins: vec!["http://localhost:5173".into()],
         heartbeat: Duration::from_millis(300),
         body_limit: 64 * 1024,
         ..ServerConfig::new(Deployment::load(None).unwrap())
@@ -877,8 +879,8 @@ async fn bad_input_is_a_clear_4xx() {
                 "application/json",
                 "{\"deployment_name\": \"d\"}",
             ),
-            404,
-            ":search, :aggregate or :delete",
+            405,
+            ":search, :aggregate and :delete",
         ),
         (
             raw(
@@ -1067,8 +1069,9 @@ async fn api_key_and_cors() {
     let mut stream = s.sse(id, "?api_key=s3cret", None).await;
     read_until(&mut stream, is_plan).await;
 
-    // CORS: a preflight from a browser origin is answered without the key, and the origin
-    // is echoed with credentials allowed, as EventSource(url, {withCredentials: true}) needs.
+    // CORS: a preflight from a configured browser origin is answered without the key, and the
+    // origin is echoed with credentials allowed, as EventSource(url, {withCredentials: true})
+    // needs.
     let origin = "http://localhost:5173";
     let pre = s
         .http

@@ -33,13 +33,83 @@ fn item_cols(d: Dialect) -> String {
     )
 }
 
-fn item_from_row(row: &AnyRow) -> DataResult<Item> {
+/// Postgres `jsonb` cannot hold U+0000, which a JSON string may. So on Postgres every string
+/// and key of an item's data (and of a filter's values) is stored with U+0000 written as
+/// `NUL_ESCAPE` '0' and `NUL_ESCAPE` itself doubled, and decoded when read: both databases
+/// give back what was stored. (Strings holding either character sort by their stored form.)
+const NUL_ESCAPE: char = '\u{10FFFF}';
+
+fn map_strings(v: Value, f: &impl Fn(String) -> String) -> Value {
+    match v {
+        Value::String(s) => Value::String(f(s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(|x| map_strings(x, f)).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, x)| (f(k), map_strings(x, f)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+fn escape_nul(s: String) -> String {
+    if !s.contains(['\0', NUL_ESCAPE]) {
+        return s;
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\0' => out.extend([NUL_ESCAPE, '0']),
+            NUL_ESCAPE => out.extend([NUL_ESCAPE, NUL_ESCAPE]),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn unescape_nul(s: String) -> String {
+    if !s.contains(NUL_ESCAPE) {
+        return s;
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match (c, c == NUL_ESCAPE) {
+            (_, true) => match chars.next() {
+                Some('0') => out.push('\0'),
+                Some(next) => out.push(next),
+                None => out.push(c),
+            },
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
+/// An item's data (or a filter value) as stored in `d`.
+fn to_stored(d: Dialect, v: Value) -> Value {
+    match d {
+        Dialect::Postgres => map_strings(v, &escape_nul),
+        Dialect::Sqlite => v,
+    }
+}
+
+/// JSON text read from `d`, as it was given.
+fn from_stored(d: Dialect, text: &str) -> DataResult<Value> {
+    let v: Value = serde_json::from_str(text).map_err(json_err)?;
+    Ok(match d {
+        Dialect::Postgres => map_strings(v, &unescape_nul),
+        Dialect::Sqlite => v,
+    })
+}
+
+fn item_from_row(d: Dialect, row: &AnyRow) -> DataResult<Item> {
     let data: String = row.try_get("data").map_err(db_err)?;
     Ok(Item {
         id: row.try_get("id").map_err(db_err)?,
         deployment_name: row.try_get("deployment_name").map_err(db_err)?,
         collection: row.try_get("collection").map_err(db_err)?,
-        data: serde_json::from_str(&data).map_err(json_err)?,
+        data: from_stored(d, &data)?,
         project_id: row.try_get("project_id").map_err(db_err)?,
         created_at: row.try_get("created_at").map_err(db_err)?,
         updated_at: row.try_get("updated_at").map_err(db_err)?,
@@ -74,7 +144,11 @@ fn where_clause(d: Dialect, p: &mut Params, scope: &CollectionScope, filter: &Fi
         p.text(scope.collection.clone())
     )];
     for c in &filter.0 {
-        parts.push(condition(d, p, c));
+        let stored = Condition {
+            value: to_stored(d, c.value.clone()),
+            ..c.clone()
+        };
+        parts.push(condition(d, p, &stored));
     }
     parts.join(" AND ")
 }
@@ -215,7 +289,8 @@ async fn insert_items(
     let mut out = Vec::with_capacity(data.len());
     for d in data {
         let id = item_id(now);
-        let text = serde_json::to_string(&d).map_err(|e| DataError::Invalid(e.to_string()))?;
+        let text = serde_json::to_string(&to_stored(store.dialect, d.clone()))
+            .map_err(|e| DataError::Invalid(e.to_string()))?;
         let sql = format!(
             "INSERT INTO collection_items (id, deployment_name, collection, data, project_id, created_at, updated_at) \
              VALUES ($1, $2, $3, {}, $5, $6, $6)",
@@ -276,11 +351,14 @@ impl CollectionStore for SqlStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db_err)?;
-        row.as_ref().map(item_from_row).transpose()
+        row.as_ref()
+            .map(|r| item_from_row(self.dialect, r))
+            .transpose()
     }
 
     async fn update_item(&self, id: &str, data: Value) -> DataResult<Option<Item>> {
-        let text = serde_json::to_string(&data).map_err(|e| DataError::Invalid(e.to_string()))?;
+        let text = serde_json::to_string(&to_stored(self.dialect, data))
+            .map_err(|e| DataError::Invalid(e.to_string()))?;
         let sql = format!(
             "UPDATE collection_items SET data = {}, updated_at = $2 WHERE id = $3 RETURNING {}",
             self.dialect.json_in("$1"),
@@ -294,7 +372,9 @@ impl CollectionStore for SqlStore {
             .await
             .map_err(db_err)?;
         self.count_commit();
-        row.as_ref().map(item_from_row).transpose()
+        row.as_ref()
+            .map(|r| item_from_row(self.dialect, r))
+            .transpose()
     }
 
     async fn delete_item(&self, id: &str) -> DataResult<bool> {
@@ -323,7 +403,7 @@ impl CollectionStore for SqlStore {
         let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
         let mut items = rows
             .iter()
-            .map(item_from_row)
+            .map(|r| item_from_row(self.dialect, r))
             .collect::<DataResult<Vec<_>>>()?;
         let next_offset = if items.len() as i64 > size {
             items.truncate(size as usize);
@@ -398,7 +478,7 @@ impl CollectionStore for SqlStore {
             for (i, segments) in q.group_by.iter().enumerate() {
                 let text: Option<String> = row.try_get(format!("k{i}").as_str()).map_err(db_err)?;
                 let value = match text {
-                    Some(t) => serde_json::from_str(&t).map_err(json_err)?,
+                    Some(t) => from_stored(d, &t)?,
                     None => Value::Null,
                 };
                 group_key.insert(segments.join("."), value);
@@ -408,7 +488,7 @@ impl CollectionStore for SqlStore {
                 group_key,
                 count: q.count.then_some(count),
                 first_item: if q.first {
-                    Some(item_from_row(row)?)
+                    Some(item_from_row(d, row)?)
                 } else {
                     None
                 },
@@ -472,8 +552,8 @@ impl CollectionStore for SqlStore {
             let d = self.dialect;
             let mut p = Params::default();
             let wh = where_clause(d, &mut p, scope, filter);
-            let text =
-                serde_json::to_string(record).map_err(|e| DataError::Invalid(e.to_string()))?;
+            let text = serde_json::to_string(&to_stored(d, record.clone()))
+                .map_err(|e| DataError::Invalid(e.to_string()))?;
             let (text, now) = (p.text(text), p.int(now_ms()));
             let sql = format!(
                 "UPDATE collection_items SET data = {}, updated_at = {now} WHERE {wh} RETURNING {}",
@@ -485,7 +565,7 @@ impl CollectionStore for SqlStore {
                 self.count_commit();
             }
             if let [row] = rows.as_slice() {
-                return Ok(vec![item_from_row(row)?]);
+                return Ok(vec![item_from_row(d, row)?]);
             }
             // None matched (a first save), or several did: replaced whole below.
         }

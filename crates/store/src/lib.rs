@@ -319,6 +319,7 @@ fn connect_error(target: &DatabaseTarget, e: sqlx::Error) -> StoreError {
 pub(crate) trait BackendError {
     fn backend(detail: String) -> Self;
     fn unavailable(detail: String) -> Self;
+    fn invalid(detail: String) -> Self;
 }
 
 impl BackendError for StoreError {
@@ -327,6 +328,9 @@ impl BackendError for StoreError {
     }
     fn unavailable(detail: String) -> Self {
         StoreError::Unavailable(detail)
+    }
+    fn invalid(detail: String) -> Self {
+        StoreError::Invalid(detail)
     }
 }
 
@@ -337,11 +341,24 @@ impl BackendError for DataError {
     fn unavailable(detail: String) -> Self {
         DataError::Unavailable(detail)
     }
+    fn invalid(detail: String) -> Self {
+        DataError::Invalid(detail)
+    }
 }
 
-/// A database failure: `Unavailable` when the database cannot be reached or refuses writes
-/// for now (worth trying again shortly), else `Backend`. The text is for logs only.
+/// A database failure: `Invalid` for a value the database cannot hold, `Unavailable` when
+/// the database cannot be reached or refuses writes for now (worth trying again shortly),
+/// else `Backend`. The text of the last two is for logs only.
 pub(crate) fn db_err<E: BackendError>(e: sqlx::Error) -> E {
+    // Postgres text cannot hold U+0000 (22021, and 22P05 for jsonb): a value given, not the
+    // database, is at fault.
+    if let sqlx::Error::Database(db) = &e
+        && matches!(db.code().as_deref(), Some("22021" | "22P05"))
+    {
+        return E::invalid(
+            "a text value holds a NUL character (\\u0000), which cannot be stored".into(),
+        );
+    }
     if is_unavailable(&e) {
         E::unavailable(e.to_string())
     } else {

@@ -32,10 +32,16 @@ pub struct ServeArgs {
     /// pyproject-compat/pyproject.toml if present, else the built-in one).
     #[arg(long, env = "FATHOM_PYPROJECT")]
     pyproject: Option<PathBuf>,
-    /// Require `Authorization: Bearer <key>` on every route but health.
+    /// Require `Authorization: Bearer <key>` on every route but health. Needed to listen on
+    /// an address other than loopback, unless --insecure-no-auth.
     #[arg(long, env = "FATHOM_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
-    /// Allowed CORS origin (repeatable); default: any origin, echoed, with credentials.
+    /// Listen on a non-loopback address without an API key: anyone who reaches the port can
+    /// start runs and read every session. Only behind something else that checks access.
+    #[arg(long, env = "FATHOM_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
+    /// A web origin (scheme://host:port) whose pages may call the API (repeatable; `*` for
+    /// any); the server's own origin, where its UI is, is always allowed and no other is.
     #[arg(
         long = "cors-origin",
         env = "FATHOM_CORS_ORIGINS",
@@ -131,6 +137,14 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .with_context(|| format!("'{}' is not an IP address to listen on", args.host))?;
+    let api_key = args.api_key.clone().filter(|k| !k.is_empty());
+    if api_key.is_none() && !addr.ip().is_loopback() && !args.insecure_no_auth {
+        anyhow::bail!(
+            "refusing to listen on {} without an API key: pass --api-key (or FATHOM_API_KEY), \
+             or --insecure-no-auth if something in front of Fathom checks access",
+            addr.ip()
+        );
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -142,7 +156,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     )
     .await?;
     let server_config = ServerConfig {
-        api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+        api_key: api_key.clone(),
         cors_origins: args.cors_origins.clone(),
         body_limit: args.body_limit_kib.max(1) * 1024,
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
@@ -151,6 +165,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
             collection: app.config.research.research_collection.clone(),
         },
         metrics: app.metrics.clone().map(MetricsExport),
+        loopback_only: addr.ip().is_loopback(),
         ..ServerConfig::new(deployment.clone())
     };
     let state = AppState::new(
@@ -178,7 +193,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
             .cloned()
             .collect::<Vec<_>>()
             .join(", "),
-        if args.api_key.is_some() {
+        if api_key.is_some() {
             " (API key required)"
         } else {
             ""

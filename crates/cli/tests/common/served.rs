@@ -360,3 +360,10 @@ pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     }
     found
 }
+
+impl Served {
+    /// What the process has printed (stdout and stderr) since the last line read.
+    pub fn output_so_far(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+}

@@ -3,8 +3,8 @@
 //! so a frontend lists and reloads them with the LlamaCloud SDKs.
 
 use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use fathom_data::{
@@ -16,10 +16,12 @@ use serde_json::{Map, Value, json};
 
 use super::State as AppRef;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiJson, QueryParams};
+use crate::extract::{ApiJson, PathParam, QueryParams};
 
 const DEFAULT_PAGE_SIZE: i64 = 10;
 const MAX_PAGE_SIZE: i64 = 1000;
+/// Past this an offset cannot name a page (and `offset + page_size` stays far from overflow).
+pub(crate) const MAX_OFFSET: i64 = 999_999_999_999;
 
 /// An item as the API shows it.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -73,8 +75,10 @@ pub struct QueryBody {
     pub filter: Option<Value>,
     /// e.g. `"data.name desc, created_at"`.
     pub order_by: Option<String>,
+    #[serde(default, deserialize_with = "integer")]
     pub offset: Option<i64>,
     /// 1 to 1000; default 10.
+    #[serde(default, deserialize_with = "integer")]
     pub page_size: Option<i64>,
     pub page_token: Option<String>,
     pub include_total: Option<bool>,
@@ -84,6 +88,21 @@ pub struct QueryBody {
     pub count: Option<bool>,
     /// `:aggregate` only: include the first item of each group.
     pub first: Option<bool>,
+}
+
+/// An integer as JSON Schema counts them: `5.0` is one too (serde's `i64` refuses it).
+fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    n.as_i64()
+        .or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() <= fathom_data::MAX_EXACT_INTEGER as f64)
+                .map(|f| f as i64)
+        })
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("expected an integer, got {n}")))
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -115,10 +134,27 @@ fn scope(deployment_name: &str, collection: Option<&str>) -> ApiResult<Collectio
         return Err(ApiError::bad_request("deployment_name is required"));
     }
     let collection = collection.map(str::trim).filter(|c| !c.is_empty());
+    for (field, value) in [
+        ("deployment_name", Some(deployment_name)),
+        ("collection", collection),
+    ] {
+        no_nul(field, value)?;
+    }
     Ok(CollectionScope {
         deployment_name: deployment_name.to_string(),
         collection: collection.unwrap_or("default").to_string(),
     })
+}
+
+/// Names are stored as text, which cannot hold a NUL character on Postgres; refused on
+/// both databases alike. (Values inside `data` are stored faithfully.)
+fn no_nul(field: &str, value: Option<&str>) -> ApiResult<()> {
+    if value.is_some_and(|v| v.contains('\0')) {
+        return Err(ApiError::bad_request(format!(
+            "'{field}' contains a NUL character (\\u0000), which a name cannot hold"
+        )));
+    }
+    Ok(())
 }
 
 fn require_object(data: &Value) -> ApiResult<()> {
@@ -130,27 +166,35 @@ fn require_object(data: &Value) -> ApiResult<()> {
 }
 
 /// The project an item is created in: the `Project-Id` header or `project_id` query parameter.
-fn project_id(headers: &HeaderMap, query: &QueryParams) -> Option<String> {
-    headers
+fn project_id(headers: &HeaderMap, query: &QueryParams) -> ApiResult<Option<String>> {
+    let id = headers
         .get("project-id")
         .and_then(|v| v.to_str().ok())
         .or_else(|| query.get("project_id"))
         .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(String::from)
+        .filter(|p| !p.is_empty());
+    no_nul("project_id", id)?;
+    Ok(id.map(String::from))
 }
 
-/// Page tokens are opaque to clients: the offset of the next page.
+/// Page tokens are opaque to clients: the offset of the next page, in decimal.
 fn page_token(offset: i64) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("o:{offset}"))
+    offset.to_string()
 }
 
+/// Reads a page token: decimal, or the base64 form earlier versions gave.
 fn read_page_token(token: &str) -> ApiResult<i64> {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token.trim())
+    let token = token.trim();
+    token
+        .parse::<i64>()
         .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| s.strip_prefix("o:")?.parse::<i64>().ok())
+        .or_else(|| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(token)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|s| s.strip_prefix("o:")?.parse::<i64>().ok())
+        })
         .filter(|o| *o >= 0)
         .ok_or_else(|| ApiError::bad_request("invalid page_token; pass next_page_token as given"))
 }
@@ -171,8 +215,10 @@ fn window(body: &QueryBody) -> ApiResult<Window> {
         Some(t) => read_page_token(t)?,
         None => body.offset.unwrap_or(0),
     };
-    if offset < 0 {
-        return Err(ApiError::bad_request("offset must not be negative"));
+    if !(0..=MAX_OFFSET).contains(&offset) {
+        return Err(ApiError::bad_request(format!(
+            "offset must be between 0 and {MAX_OFFSET}, not {offset}"
+        )));
     }
     Ok(Window { offset, page_size })
 }
@@ -206,7 +252,7 @@ pub async fn create_item(
             deployment_name: scope.deployment_name,
             collection: scope.collection,
             data: body.data,
-            project_id: project_id(&headers, &query),
+            project_id: project_id(&headers, &query)?,
         })
         .await?;
     Ok(Json(item.into()))
@@ -222,7 +268,7 @@ fn item_not_found(id: &str) -> ApiError {
     responses((status = 200, body = ItemView), (status = 404, body = crate::ErrorBody)))]
 pub async fn get_item(
     State(state): State<AppRef>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> ApiResult<Json<ItemView>> {
     let item = state.collections.get_item(&id).await?;
     Ok(Json(item.ok_or_else(|| item_not_found(&id))?.into()))
@@ -235,7 +281,7 @@ pub async fn get_item(
               (status = 404, body = crate::ErrorBody)))]
 pub async fn update_item(
     State(state): State<AppRef>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     ApiJson(body): ApiJson<UpdateItem>,
 ) -> ApiResult<Json<ItemView>> {
     require_object(&body.data)?;
@@ -249,7 +295,7 @@ pub async fn update_item(
     responses((status = 200, description = "`{}`"), (status = 404, body = crate::ErrorBody)))]
 pub async fn delete_item(
     State(state): State<AppRef>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> ApiResult<Json<Value>> {
     if state.collections.delete_item(&id).await? {
         Ok(Json(json!({})))
@@ -258,19 +304,33 @@ pub async fn delete_item(
     }
 }
 
-/// `POST /agent-data/:search`, `:aggregate` and `:delete` arrive here as an item id.
+/// `POST /agent-data/:search`, `:aggregate` and `:delete` arrive here as an item id; an item
+/// itself takes no POST.
 pub async fn post_verb(
     State(state): State<AppRef>,
-    Path(verb): Path<String>,
-    ApiJson(body): ApiJson<QueryBody>,
+    PathParam(verb): PathParam,
+    request: Request,
 ) -> ApiResult<Response> {
+    if !matches!(verb.as_str(), ":search" | ":aggregate" | ":delete") {
+        let mut refused = ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!(
+                "an item takes GET, PUT or DELETE; POST is for :search, :aggregate and :delete, \
+                 not '{verb}'"
+            ),
+        )
+        .into_response();
+        refused.headers_mut().insert(
+            header::ALLOW,
+            header::HeaderValue::from_static("GET, PUT, DELETE"),
+        );
+        return Ok(refused);
+    }
+    let ApiJson(body) = ApiJson::<QueryBody>::from_request(request, &state).await?;
     match verb.as_str() {
         ":search" => search(state, body).await.map(|r| r.into_response()),
         ":aggregate" => aggregate(state, body).await.map(|r| r.into_response()),
-        ":delete" => delete_where(state, body).await.map(|r| r.into_response()),
-        other => Err(ApiError::not_found(format!(
-            "no agent-data operation '{other}'; expected :search, :aggregate or :delete"
-        ))),
+        _ => delete_where(state, body).await.map(|r| r.into_response()),
     }
 }
 

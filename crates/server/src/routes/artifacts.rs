@@ -2,12 +2,13 @@
 //! content address. What was fetched came from anywhere, so it is served inert: sandboxed,
 //! never sniffed, and HTML only as a download.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::State as AppRef;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::PathParam;
 
 /// The stored bytes of an artifact.
 #[utoipa::path(get, path = "/artifacts/{file_id}", tag = "artifacts",
@@ -16,7 +17,7 @@ use crate::error::{ApiError, ApiResult};
               (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
 pub async fn get_artifact(
     State(state): State<AppRef>,
-    Path(file_id): Path<String>,
+    PathParam(file_id): PathParam,
 ) -> ApiResult<Response> {
     if file_id.len() != 64 || !file_id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(ApiError::bad_request(

@@ -5,7 +5,7 @@ use std::convert::Infallible;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -20,7 +20,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::State as AppRef;
 use super::handlers::load_run;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiJson, QueryParams};
+use crate::extract::{ApiJson, PathParam, QueryParams};
 
 /// Where a stream starts: the last sequence number the client already has.
 fn start_after(
@@ -63,7 +63,7 @@ fn start_after(
               (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
 pub async fn stream_events(
     State(state): State<AppRef>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     headers: HeaderMap,
     query: QueryParams,
 ) -> ApiResult<Response> {
@@ -243,11 +243,10 @@ fn parse_envelope(event: Option<Value>) -> ApiResult<(String, Value)> {
               (status = 409, body = crate::ErrorBody, description = "the run has ended")))]
 pub async fn send_event(
     State(state): State<AppRef>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     headers: HeaderMap,
     ApiJson(req): ApiJson<SendEventRequest>,
 ) -> ApiResult<Json<Value>> {
-    let (event_type, value) = parse_envelope(req.event)?;
     let run = load_run(&state, &id).await?;
     if run.status.is_terminal() {
         return Err(ApiError::conflict(match run.status {
@@ -255,6 +254,7 @@ pub async fn send_event(
             other => format!("Workflow already {}", other.as_str()),
         }));
     }
+    let (event_type, value) = parse_envelope(req.event)?;
     if let Some(step) = req.step.as_deref().filter(|s| !s.is_empty()) {
         let known = state
             .engine

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use fathom_export::{Format, SessionExports};
 
 use super::State as AppRef;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::QueryParams;
+use crate::extract::{PathParam, QueryParams};
 
 /// The report of a completed session as `format`, downloaded as a file.
 #[utoipa::path(get, path = "/sessions/{research_id}/export", tag = "sessions",
@@ -25,7 +25,7 @@ use crate::extract::QueryParams;
               (status = 409, description = "the session has not completed", body = crate::ErrorBody)))]
 pub async fn export_session(
     State(state): State<AppRef>,
-    Path(research_id): Path<String>,
+    PathParam(research_id): PathParam,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let format = match query.get("format") {

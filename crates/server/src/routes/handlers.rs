@@ -1,7 +1,7 @@
 //! Handlers: one run of a workflow, seen as the Python server shows it.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use fathom_data::format_timestamp_ms;
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::State as AppRef;
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::QueryParams;
+use crate::extract::{PathParam, QueryParams};
 
 /// A run as the workflows API shows it (`llama-compat.md` §3).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -113,9 +113,16 @@ pub async fn list_handlers(
         }
     }
     let deployment = &state.config.deployment;
-    let workflows: Vec<String> = query
-        .all("workflow_name")
+    let names = query.all("workflow_name");
+    // No workflow is named with a NUL character (nor can the database compare one).
+    if !names.is_empty() && names.iter().all(|n| n.contains('\0')) {
+        return Ok(Json(HandlersList {
+            handlers: Vec::new(),
+        }));
+    }
+    let workflows: Vec<String> = names
         .into_iter()
+        .filter(|n| !n.contains('\0'))
         .map(|w| deployment.engine_name(w).unwrap_or(w).to_string())
         .collect();
     let runs = state
@@ -140,7 +147,7 @@ pub async fn list_handlers(
               (status = 404, body = crate::ErrorBody)))]
 pub async fn get_handler(
     State(state): State<AppRef>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> ApiResult<Response> {
     let run = load_run(&state, &id).await?;
     Ok((
@@ -158,7 +165,7 @@ pub async fn get_handler(
               (status = 409, body = crate::ErrorBody, description = "already finished (without purge)")))]
 pub async fn cancel_handler(
     State(state): State<AppRef>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     query: QueryParams,
 ) -> ApiResult<Json<Value>> {
     let purge = query.bool("purge", false)?;
@@ -187,7 +194,7 @@ pub async fn cancel_handler(
               (status = 500, body = HandlerView), (status = 404, body = crate::ErrorBody)))]
 pub async fn get_result(
     State(state): State<AppRef>,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> ApiResult<Response> {
     let run = load_run(&state, &id).await?;
     let mut view = HandlerView::of(&state, &run);

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use fathom_engine::{ErasedWorkflow, EventRole, StartOptions, StopEvent};
 use serde::{Deserialize, Serialize};
@@ -13,7 +13,7 @@ use super::State as AppRef;
 use super::handlers::{HandlerView, handler_status_code};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, PathParam};
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct WorkflowsList {
@@ -128,7 +128,7 @@ pub async fn list_workflows(State(state): State<AppRef>) -> Json<WorkflowsList> 
               (status = 409, body = crate::ErrorBody)))]
 pub async fn run_workflow(
     State(state): State<AppRef>,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
     ApiJson(req): ApiJson<RunRequest>,
 ) -> ApiResult<Response> {
     let started = start(&state, &name, req).await?;
@@ -147,7 +147,7 @@ pub async fn run_workflow(
               (status = 404, body = crate::ErrorBody), (status = 409, body = crate::ErrorBody)))]
 pub async fn run_nowait(
     State(state): State<AppRef>,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
     ApiJson(req): ApiJson<RunRequest>,
 ) -> ApiResult<Json<HandlerView>> {
     Ok(Json(start(&state, &name, req).await?))
@@ -160,7 +160,7 @@ pub async fn run_nowait(
               (status = 404, body = crate::ErrorBody)))]
 pub async fn workflow_schema(
     State(state): State<AppRef>,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
 ) -> ApiResult<Json<Value>> {
     let (_, wf) = workflow(&state, &name)?;
     let of_role = |role| wf.events().iter().find(|e| e.role == role);
@@ -179,7 +179,7 @@ pub async fn workflow_schema(
               (status = 404, body = crate::ErrorBody)))]
 pub async fn workflow_representation(
     State(state): State<AppRef>,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
 ) -> ApiResult<Json<Value>> {
     let (_, wf) = workflow(&state, &name)?;
     let mut nodes: Vec<Value> = Vec::new();
@@ -234,7 +234,7 @@ fn seen_steps(steps: &[(&str, &str)]) -> usize {
               (status = 404, body = crate::ErrorBody)))]
 pub async fn workflow_events(
     State(state): State<AppRef>,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
 ) -> ApiResult<Json<Value>> {
     let (_, wf) = workflow(&state, &name)?;
     let events: Vec<Value> = wf.events().iter().map(|e| e.schema.clone()).collect();
