@@ -128,12 +128,21 @@ pub struct AggregateResponse {
     pub total_size: Option<i64>,
 }
 
+/// Whitespace as the OpenAPI document's patterns mean it (`\s` of JSON Schema's ECMA-262
+/// regular expressions): Unicode's, less U+0085, plus U+FEFF. Trimming by it refuses as
+/// blank exactly what the document calls blank.
+fn is_schema_space(c: char) -> bool {
+    c == '\u{feff}' || (c.is_whitespace() && c != '\u{85}')
+}
+
 fn scope(deployment_name: &str, collection: Option<&str>) -> ApiResult<CollectionScope> {
-    let deployment_name = deployment_name.trim();
+    let deployment_name = deployment_name.trim_matches(is_schema_space);
     if deployment_name.is_empty() {
         return Err(ApiError::bad_request("deployment_name is required"));
     }
-    let collection = collection.map(str::trim).filter(|c| !c.is_empty());
+    let collection = collection
+        .map(|c| c.trim_matches(is_schema_space))
+        .filter(|c| !c.is_empty());
     for (field, value) in [
         ("deployment_name", Some(deployment_name)),
         ("collection", collection),
@@ -404,4 +413,21 @@ pub async fn delete_where(state: AppRef, body: QueryBody) -> ApiResult<Json<Valu
     let filter = parse_filter(&body)?;
     let n = state.collections.delete_where(&scope, &filter).await?;
     Ok(Json(json!({"deleted_count": n})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blank is what the document's pattern calls blank: a name of U+0085 alone (not `\s` in
+    /// JSON Schema's regular expressions) is a name, one of U+00A0 or U+FEFF alone is not.
+    #[test]
+    fn blank_names_are_what_the_document_says() {
+        assert!(scope("\u{85}", None).is_ok());
+        assert!(scope(" \u{a0}\u{feff}\t", None).is_err());
+        assert_eq!(
+            scope(" docs ", Some("\u{2003}")).unwrap().collection,
+            "default"
+        );
+    }
 }
