@@ -115,27 +115,13 @@ async fn kill_under_load(runs: usize, concurrency: usize, kills: usize) {
     let stranded = stranded(&store, &ids).await;
     let twice = steps_committed_twice(&store, &reference, &ids).await;
     let gaps = seen.iter().filter(|s| !gap_free(&s.events)).count();
-    let reconnects: usize = seen.iter().map(|s| s.connections.saturating_sub(1)).sum();
     let mut lost = Vec::new();
     for (id, s) in ids.iter().zip(&seen) {
         lost.extend(nothing_lost(&store, &client, &root, id, &s.events).await);
     }
     let all_runs = store.list_runs(&Default::default()).await.unwrap().len();
 
-    figures::record(
-        &scenario,
-        "completed / stranded / steps committed twice",
-        format!("{}/{runs} / {stranded} / {twice}", runs - stranded),
-        "all / 0 / 0",
-        stranded == 0 && twice == 0,
-    );
-    figures::record(
-        &scenario,
-        "streams with a gap or repeat / reconnections",
-        format!("{gaps} / {reconnects}"),
-        "0 / any",
-        gaps == 0,
-    );
+    record_runs(&scenario, runs, stranded, twice, &seen);
     figures::record(
         &scenario,
         "kill to the restarted server's first commit: mean / worst (of which restart)",

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fathom_engine::store::{RunFilter, RunStatus, RunStore};
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use serde_json::Value;
@@ -86,19 +85,7 @@ async fn load(readers: usize, watched: usize, runs: usize, concurrency: usize) {
     let (idle_rss, _) = rss_mb(pid);
 
     let watched_ids = start_runs(&client, &api, watched).await;
-    wait_until("the watched runs wait at the gate", || async {
-        let waiting = store
-            .list_runs(&RunFilter {
-                statuses: vec![RunStatus::Waiting],
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        watched_ids
-            .iter()
-            .all(|id| waiting.iter().any(|r| &r.id == id))
-    })
-    .await;
+    wait_at_gate(&store, &watched_ids).await;
     for id in &watched_ids {
         approve(&client, &api, id).await;
     }

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use fathom_engine::store::{RunFilter, RunStatus, RunStore};
+use fathom_engine::store::{RunFilter, RunStore};
 use serde_json::json;
 
 use crate::figures;
@@ -169,17 +169,7 @@ async fn outage(fault: Fault, seconds: u64) {
             ))
         })
         .collect();
-    wait_until("every run waits at the gate", || async {
-        let waiting = store
-            .list_runs(&RunFilter {
-                statuses: vec![RunStatus::Waiting],
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        waiting.len() == runs
-    })
-    .await;
+    wait_at_gate(&store, &ids).await;
     for id in &ids {
         approve(&client, &api, id).await;
     }
@@ -228,7 +218,6 @@ async fn outage(fault: Fault, seconds: u64) {
         lost.extend(nothing_lost(&store, &client, &server.root, id, &s.events).await);
     }
     let all_runs = store.list_runs(&RunFilter::default()).await.unwrap().len();
-    let reconnects: usize = seen.iter().map(|s| s.connections.saturating_sub(1)).sum();
 
     let probe_row = |name: &str, p: &Probe, expect: Expect| {
         let well = match expect {
@@ -258,20 +247,7 @@ async fn outage(fault: Fault, seconds: u64) {
         health.other.is_empty() && health.slowest < Duration::from_secs(5),
     );
     figures::record(&scenario, "server process up throughout", up, "true", up);
-    figures::record(
-        &scenario,
-        "completed / stranded / steps committed twice",
-        format!("{}/{runs} / {stranded} / {twice}", runs - stranded),
-        "all / 0 / 0",
-        stranded == 0 && twice == 0,
-    );
-    figures::record(
-        &scenario,
-        "streams with a gap or repeat / reconnections",
-        format!("{gaps} / {reconnects}"),
-        "0 / any",
-        gaps == 0,
-    );
+    record_runs(&scenario, runs, stranded, twice, &seen);
     figures::record(
         &scenario,
         "last run completed after the database was back",

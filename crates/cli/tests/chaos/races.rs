@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use fathom_engine::store::{RunFilter, RunStatus, RunStore};
+use fathom_engine::store::{RunStatus, RunStore};
 use futures_util::future::join_all;
 use serde_json::Value;
 
@@ -279,17 +279,7 @@ async fn races(times: usize) {
     ];
     for race in kinds {
         let ids = start_runs(&client, &api, times).await;
-        wait_until("every run of the race waits at the gate", || async {
-            let waiting = store
-                .list_runs(&RunFilter {
-                    statuses: vec![RunStatus::Waiting],
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
-            ids.iter().all(|id| waiting.iter().any(|r| &r.id == id))
-        })
-        .await;
+        wait_at_gate(&store, &ids).await;
         let outcomes = join_all(
             ids.iter()
                 .enumerate()

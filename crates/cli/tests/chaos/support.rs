@@ -383,3 +383,39 @@ pub async fn client_run(client: reqwest::Client, api: String, id: String) -> See
     .await;
     follow_reconnecting(client, vec![api], id).await
 }
+
+/// Waits until every run of `ids` waits at its gate.
+pub async fn wait_at_gate(store: &fathom_store::SqlStore, ids: &[String]) {
+    served::wait_until("every run waits at the gate", || async {
+        let waiting = store
+            .list_runs(&fathom_engine::store::RunFilter {
+                statuses: vec![fathom_engine::store::RunStatus::Waiting],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        ids.iter().all(|id| waiting.iter().any(|r| &r.id == id))
+    })
+    .await;
+}
+
+/// The rows every scenario that pushes runs through a fault records: how many completed,
+/// stranded or committed a step twice, and whether any stream had a gap.
+pub fn record_runs(scenario: &str, runs: usize, stranded: usize, twice: usize, seen: &[Seen]) {
+    let gaps = seen.iter().filter(|s| !gap_free(&s.events)).count();
+    let reconnects: usize = seen.iter().map(|s| s.connections.saturating_sub(1)).sum();
+    crate::figures::record(
+        scenario,
+        "completed / stranded / steps committed twice",
+        format!("{}/{runs} / {stranded} / {twice}", runs - stranded),
+        "all / 0 / 0",
+        stranded == 0 && twice == 0,
+    );
+    crate::figures::record(
+        scenario,
+        "streams with a gap or repeat / reconnections",
+        format!("{gaps} / {reconnects}"),
+        "0 / any",
+        gaps == 0,
+    );
+}
