@@ -190,6 +190,12 @@ impl SqlStore {
             // Short: while the database is away a request is answered 503 within this time
             // rather than hanging; the engine tries again by itself.
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // A connection handed back inside a transaction (its rollback failed: the
+            // database went away or refused writes meanwhile) is closed, not reused: it would
+            // refuse every transaction begun on it.
+            .before_acquire(|conn, _| {
+                Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) })
+            })
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if dialect == Dialect::Sqlite {

@@ -117,8 +117,21 @@ impl Served {
             Box::new(child.stderr.take().unwrap()),
         ] {
             let tx = tx.clone();
+            // FATHOM_TEST_SERVER_LOG names a file every served process's output is appended
+            // to, for looking into a scenario that went wrong.
+            let mut log = std::env::var_os("FATHOM_TEST_SERVER_LOG").and_then(|path| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .ok()
+            });
             std::thread::spawn(move || {
                 for l in BufReader::new(out).lines().map_while(Result::ok) {
+                    if let Some(file) = log.as_mut() {
+                        use std::io::Write;
+                        let _ = writeln!(file, "{l}");
+                    }
                     let _ = tx.send(l);
                 }
             });

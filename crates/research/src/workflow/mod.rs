@@ -62,7 +62,13 @@ impl ResearchDeps {
         Sessions::new(self.sessions.clone(), &self.config)
             .put(&state.research_id, state.snapshot())
             .await
-            .map_err(|e| StepError::failed(format!("could not save the session: {e}")))
+            .map_err(|e| match e {
+                // The database is away: the run waits for it, no attempt is spent.
+                fathom_data::DataError::Unavailable(why) => {
+                    StepError::Store(fathom_engine::store::StoreError::Unavailable(why))
+                }
+                e => StepError::failed(format!("could not save the session: {e}")),
+            })
     }
 }
 
