@@ -32,6 +32,9 @@ static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrat
 /// unavailable ([`StoreError::Unavailable`]).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a SQLite connection is used before it is opened again (see `connect`).
+const SQLITE_CONNECTION_LIFETIME: Duration = Duration::from_secs(15);
+
 /// Counters a benchmark or operator can read.
 #[derive(Debug, Default)]
 pub struct StoreStats {
@@ -195,6 +198,13 @@ impl SqlStore {
             // refuse every transaction begun on it.
             .before_acquire(|conn, _| {
                 Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) })
+            })
+            // SQLite opens a file it may not write (made read-only for a while) read-only,
+            // for good: such a connection refuses every write after the file is writable
+            // again. Connections are renewed often enough that the pool heals by itself.
+            .max_lifetime(match dialect {
+                Dialect::Postgres => Some(Duration::from_secs(30 * 60)),
+                Dialect::Sqlite => Some(SQLITE_CONNECTION_LIFETIME),
             })
             .after_connect(move |conn, _| {
                 Box::pin(async move {
