@@ -7,8 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fathom_engine::store::RunStore;
-
 use crate::figures;
 use crate::served::*;
 use crate::support::*;
@@ -112,14 +110,14 @@ async fn kill_under_load(runs: usize, concurrency: usize, kills: usize) {
     let mean = recoveries.iter().sum::<Duration>() / recoveries.len().max(1) as u32;
     let restart = restarts.iter().sum::<Duration>() / restarts.len().max(1) as u32;
 
-    let stranded = stranded(&store, &ids).await;
-    let twice = steps_committed_twice(&store, &reference, &ids).await;
-    let gaps = seen.iter().filter(|s| !gap_free(&s.events)).count();
-    let mut lost = Vec::new();
-    for (id, s) in ids.iter().zip(&seen) {
-        lost.extend(nothing_lost(&store, &client, &root, id, &s.events).await);
-    }
-    let all_runs = store.list_runs(&Default::default()).await.unwrap().len();
+    let outcome = RunsOutcome::read(&store, &client, &root, &reference, &ids, &seen).await;
+    let RunsOutcome {
+        stranded,
+        twice,
+        ref lost,
+        all_runs,
+        ..
+    } = outcome;
 
     record_runs(&scenario, runs, stranded, twice, &seen);
     figures::record(
@@ -141,15 +139,7 @@ async fn kill_under_load(runs: usize, concurrency: usize, kills: usize) {
         &format!("0; {}", runs + 1),
         lost.is_empty() && all_runs == runs + 1,
     );
-    assert_eq!(stranded, 0, "runs stranded");
-    assert_eq!(twice, 0, "steps committed twice");
-    assert_eq!(gaps, 0, "streams with a gap or a repeat");
-    assert!(lost.is_empty(), "differences: {lost:#?}");
-    assert_eq!(
-        all_runs,
-        runs + 1,
-        "one run per client, however often it retried"
-    );
+    outcome.assert_held(runs, "one run per client, however often it retried");
     assert!(with_work > 0, "no kill found a run in flight");
     assert_eq!(
         recoveries.len(),

@@ -419,3 +419,48 @@ pub fn record_runs(scenario: &str, runs: usize, stranded: usize, twice: usize, s
         gaps == 0,
     );
 }
+
+/// How the runs of a scenario ended, read back from the store and set against what their
+/// clients saw.
+pub struct RunsOutcome {
+    pub stranded: usize,
+    pub twice: usize,
+    pub gaps: usize,
+    /// Differences between the store and what the clients saw.
+    pub lost: Vec<String>,
+    /// Runs the store holds (the reference run included).
+    pub all_runs: usize,
+}
+
+impl RunsOutcome {
+    pub async fn read(
+        store: &fathom_store::SqlStore,
+        client: &reqwest::Client,
+        root: &str,
+        reference: &str,
+        ids: &[String],
+        seen: &[Seen],
+    ) -> RunsOutcome {
+        let mut lost = Vec::new();
+        for (id, s) in ids.iter().zip(seen) {
+            lost.extend(nothing_lost(store, client, root, id, &s.events).await);
+        }
+        RunsOutcome {
+            stranded: stranded(store, ids).await,
+            twice: steps_committed_twice(store, reference, ids).await,
+            gaps: seen.iter().filter(|s| !gap_free(&s.events)).count(),
+            lost,
+            all_runs: store.list_runs(&Default::default()).await.unwrap().len(),
+        }
+    }
+
+    /// Fails unless every one of `runs` completed once, gap-free, nothing lost, and the store
+    /// holds them and the reference run only (`why` says why no other run may be there).
+    pub fn assert_held(&self, runs: usize, why: &str) {
+        assert_eq!(self.stranded, 0, "runs stranded");
+        assert_eq!(self.twice, 0, "steps committed twice");
+        assert_eq!(self.gaps, 0, "streams with a gap or a repeat");
+        assert!(self.lost.is_empty(), "differences: {:#?}", self.lost);
+        assert_eq!(self.all_runs, runs + 1, "{why}");
+    }
+}
