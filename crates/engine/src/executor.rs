@@ -136,7 +136,9 @@ impl Engine {
     pub fn set_relay_live(&self, live: bool) {
         let was = self.relay_live.swap(live, Ordering::SeqCst);
         if live && !was {
+            // Notices may have been missed while the relay was down.
             self.signals.raise_all();
+            self.wake.notify_one();
         }
     }
 
@@ -349,48 +351,33 @@ impl Engine {
             Err(e) => warn!(error = %e, "could not release stale leases"),
         }
         let mut tasks = tokio::task::JoinSet::new();
-        // Whether the last look for work stopped at capacity, so that runnable runs may be
-        // left: only then does a run ending here send the worker looking again. (A run that
-        // parks or ends makes no new work; starts and deliveries wake the worker themselves.)
+        // Whether the last look stopped at capacity, so that runnable runs may be left: only
+        // then does a run ending here send the worker looking again. (A run that parks or
+        // ends makes no new work; starts and deliveries wake the worker themselves.)
         let mut saturated = false;
-        let mut look = true;
+        let mut look = Some(Look::Everything);
         loop {
             if *shutdown.borrow() {
                 break;
             }
             while tasks.try_join_next().is_some() {}
-            if look {
-                while tasks.len() < self.config.max_concurrent_runs {
-                    let mut exclude: Vec<String> = self.active_runs();
-                    exclude.extend(self.lock_newer().iter().cloned());
-                    match self
-                        .store
-                        .claim_next(&self.config.owner, self.lease_ttl_ms(), &exclude)
-                        .await
-                    {
-                        Ok(Some((run, lease))) => {
-                            let lost = self.activate(&run.id);
-                            let me = self.clone();
-                            tasks.spawn(async move {
-                                let id = lease.run_id.clone();
-                                me.drive(run, lease, lost).await;
-                                me.lock_active().remove(&id);
-                            });
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            warn!(error = %e, "claim failed");
-                            break;
-                        }
-                    }
-                }
+            if let Some(kind) = look {
+                self.look_for_runs(kind, &mut tasks).await;
                 saturated = tasks.len() >= self.config.max_concurrent_runs;
             }
             look = tokio::select! {
-                _ = self.wake.notified() => true,
-                _ = tokio::time::sleep(self.config.poll_interval) => true,
-                _ = shutdown.changed() => false,
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => saturated,
+                _ = self.wake.notified() => Some(Look::Free),
+                // Other processes' new work reaches this one by notice while the relay is
+                // live; only runs whose holder died are found by looking.
+                _ = tokio::time::sleep(self.config.poll_interval) => Some(if self.relay_live() {
+                    Look::Expired
+                } else {
+                    Look::Everything
+                }),
+                _ = shutdown.changed() => None,
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {
+                    saturated.then_some(Look::Everything)
+                }
             };
         }
         self.draining.send_replace(true);
@@ -420,6 +407,55 @@ impl Engine {
         };
         info!(in_flight, cut_off, "worker stopped; runs let go");
         WorkerStopped { in_flight, cut_off }
+    }
+
+    /// Claims runs for the free slots, as many as one statement gives, and drives each.
+    async fn look_for_runs(self: &Arc<Self>, kind: Look, tasks: &mut tokio::task::JoinSet<()>) {
+        let passes: &[bool] = match kind {
+            Look::Free => &[false],
+            Look::Expired => &[true],
+            Look::Everything => &[false, true],
+        };
+        for &expired in passes {
+            let free = self.config.max_concurrent_runs.saturating_sub(tasks.len());
+            if free == 0 {
+                return;
+            }
+            let mut exclude: Vec<String> = self.active_runs();
+            exclude.extend(self.lock_newer().iter().cloned());
+            let claimed = match self
+                .store
+                .claim_runs(
+                    &self.config.owner,
+                    self.lease_ttl_ms(),
+                    &exclude,
+                    free,
+                    expired,
+                )
+                .await
+            {
+                Ok(claimed) => claimed,
+                Err(e) => {
+                    warn!(error = %e, "claim failed");
+                    return;
+                }
+            };
+            let all = claimed.len() == free;
+            for (run, lease) in claimed {
+                let lost = self.activate(&run.id);
+                let me = self.clone();
+                tasks.spawn(async move {
+                    let id = lease.run_id.clone();
+                    me.drive(run, lease, lost).await;
+                    me.lock_active().remove(&id);
+                });
+            }
+            // A full batch may have left more behind: the slots filled, so the next look
+            // comes when a run ends here (saturated).
+            if all {
+                return;
+            }
+        }
     }
 
     /// Whether this process is shutting down (drivers let go at their next step boundary).
@@ -958,6 +994,16 @@ struct Inbox {
     /// Events sent by this lease holder's commits that no step has run on yet: nothing can
     /// be journaled under them.
     unrun: HashSet<i64>,
+}
+
+/// What a worker looks for when it claims runs.
+#[derive(Debug, Clone, Copy)]
+enum Look {
+    /// Runs nobody holds (one was started, sent mail, or let go).
+    Free,
+    /// Runs whose holder's lease ran out (it died or hangs).
+    Expired,
+    Everything,
 }
 
 /// How long a decision sent between two waits waits for the next one (see `send`).

@@ -172,18 +172,14 @@ impl<'a> Write<'a> {
                     n = self.n
                 ));
                 body.push("COMMIT".to_string());
-                let mut conn = OpenTransaction(Some(store.pool().acquire().await.map_err(db_err)?));
-                let Some(c) = conn.0.as_mut() else {
-                    return Err(StoreError::Backend("connection vanished".into()));
-                };
+                let mut conn = OpenTransaction::acquire(store).await?;
                 let rows = self
                     .p
                     .query(body.join(";\n"))
-                    .fetch_all(&mut **c)
+                    .fetch_all(conn.get()?)
                     .await
                     .map_err(|e| conflict_or_failure(e, self.lease))?;
-                // The body ran to its COMMIT: the connection goes back to the pool.
-                conn.0.take();
+                conn.committed();
                 rows
             }
         };
@@ -200,7 +196,28 @@ impl<'a> Write<'a> {
 /// open: unless taken out once the body has committed, it is closed rather than handed back
 /// to the pool, and closing it rolls the transaction back. So a write that fails or is
 /// cancelled halfway leaves nothing behind, on the database or in the pool.
-struct OpenTransaction(Option<sqlx::pool::PoolConnection<sqlx::Any>>);
+pub(crate) struct OpenTransaction(Option<sqlx::pool::PoolConnection<sqlx::Any>>);
+
+impl OpenTransaction {
+    pub(crate) async fn acquire(store: &SqlStore) -> StoreResult<Self> {
+        Ok(OpenTransaction(Some(
+            store.pool().acquire().await.map_err(db_err)?,
+        )))
+    }
+
+    /// The connection, to run the body on.
+    pub(crate) fn get(&mut self) -> StoreResult<&mut sqlx::AnyConnection> {
+        match self.0.as_mut() {
+            Some(c) => Ok(&mut **c),
+            None => Err(StoreError::Backend("connection vanished".into())),
+        }
+    }
+
+    /// The body ran to its COMMIT: the connection goes back to the pool.
+    pub(crate) fn committed(mut self) {
+        self.0.take();
+    }
+}
 
 impl Drop for OpenTransaction {
     fn drop(&mut self) {

@@ -53,64 +53,183 @@ fn claimed(row: &AnyRow, owner: &str) -> StoreResult<(RunRecord, Lease)> {
     Ok((run, lease))
 }
 
-impl SqlStore {
-    /// Claims the least recently updated running run that is free (`expired`: whose lease
-    /// ran out), bumping its fence.
-    async fn claim_one(
-        &self,
-        owner: &str,
-        ttl_ms: i64,
-        exclude: &[String],
-        expired: bool,
-    ) -> StoreResult<Option<(RunRecord, Lease)>> {
-        let now = now_ms();
-        let mut p = Params::default();
-        let owner_p = p.text(owner);
-        let expires = p.int(now + ttl_ms);
-        let held = if expired {
-            format!(
-                "lease_owner IS NOT NULL AND lease_expires_at < {}",
-                p.int(now)
-            )
-        } else {
-            "lease_owner IS NULL".to_string()
-        };
-        let mut candidates = format!("SELECT id FROM runs WHERE status = 'running' AND {held}");
-        if !exclude.is_empty() {
-            let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
-            candidates.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
-        }
-        candidates.push_str(" ORDER BY updated_at LIMIT 1");
-        candidates.push_str(self.dialect.skip_locked());
-        let sql = format!(
-            "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1 \
-             WHERE id = ({candidates}) RETURNING {RUN_COLS}, fence"
-        );
-        let row = p
-            .query(sql)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err)?;
-        let Some(row) = row else { return Ok(None) };
-        self.count_commit();
-        claimed(&row, owner).map(Some)
-    }
-}
-
 fn to_text(v: &impl serde::Serialize) -> StoreResult<String> {
     serde_json::to_string(v).map_err(|e| StoreError::Invalid(format!("unserializable value: {e}")))
 }
 
 /// A run's status inside a transaction, after a conditional update matched nothing.
+/// Tries a Postgres delivery makes before giving up (see `try_deliver`).
+const DELIVER_TRIES: usize = 8;
+
+/// What one delivery statement saw and did, read from its rows.
+#[derive(Default)]
+struct DeliverySeen {
+    inserted: Option<i64>,
+    /// The run's status and next sequence number (None: no such run).
+    run: Option<(String, i64)>,
+    /// A message already delivered under the same key.
+    keyed: Option<i64>,
+    /// For an exclusive message: an earlier one of its type taken (id, status, key).
+    earlier: Option<(i64, String, String)>,
+}
+
 impl SqlStore {
-    /// The mailbox message of run `run_id` delivered under `key`, if any.
-    async fn message_with_key(&self, run_id: &str, key: &str) -> StoreResult<Option<i64>> {
-        sqlx::query_scalar("SELECT id FROM mailbox WHERE run_id = $1 AND idempotency_key = $2")
+    /// One delivery in one round trip: the run is woken and the message stored only if no
+    /// message has the same key and, for an exclusive one, none of its type was taken; the
+    /// statement also reads what decides the outcome otherwise. On SQLite it runs as one
+    /// immediate transaction. On Postgres its reads share a snapshot, so the run is updated
+    /// only if its mailbox counter is still the one read: a delivery committed meanwhile
+    /// makes this one apply nothing, and None says to try again.
+    async fn try_deliver(
+        &self,
+        run_id: &str,
+        message: &NewMessage,
+    ) -> StoreResult<Option<DeliverOutcome>> {
+        let now = now_ms();
+        // No key: every delivery is distinct.
+        let key = message
+            .idempotency_key
+            .clone()
+            .unwrap_or_else(|| format!("auto:{}", uuid::Uuid::new_v4().simple()));
+        let at_seq = match message.at_seq {
+            Some(seq) => format!(" AND next_seq = {seq}"),
+            None => String::new(),
+        };
+        // A decision already waiting to be taken up wins; and one sent while the run is not
+        // waiting for it is early only if none was taken up before (else it can only be for
+        // the run's next wait: the caller decides whether it is).
+        let taken = if message.at_seq.is_some() {
+            "'pending'"
+        } else {
+            "'pending', 'consumed'"
+        };
+        let earlier = format!(
+            "SELECT id, status, idempotency_key FROM mailbox WHERE run_id = $3 \
+             AND event_type = $1 AND status IN ({taken}) ORDER BY id LIMIT 1"
+        );
+        let keyed = "SELECT id FROM mailbox WHERE run_id = $3 AND idempotency_key = $5";
+        let wake = "mailbox_seq = mailbox_seq + 1, \
+             status = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN 'running' ELSE status END, \
+             waiting_for = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN NULL ELSE waiting_for END, \
+             updated_at = $2";
+        let exclusive = |from: &str| {
+            if message.exclusive {
+                format!(" AND NOT EXISTS (SELECT 1 FROM {from})")
+            } else {
+                String::new()
+            }
+        };
+        let insert =
+            "INSERT INTO mailbox (run_id, event_type, payload, idempotency_key, received_at)";
+        let sql = match self.dialect {
+            Dialect::Postgres => format!(
+                "WITH cur AS (SELECT mailbox_seq, next_seq, status FROM runs WHERE id = $3), \
+                 keyed AS ({keyed}), earlier AS ({earlier}), \
+                 upd AS (UPDATE runs SET {wake} WHERE id = $3 AND status IN ('running', 'waiting'){at_seq} \
+                   AND mailbox_seq = (SELECT mailbox_seq FROM cur) \
+                   AND NOT EXISTS (SELECT 1 FROM keyed){excl} RETURNING id, {notice} AS notice), \
+                 ins AS ({insert} SELECT id, $1, $4, $5, $2 FROM upd \
+                   ON CONFLICT (run_id, idempotency_key) DO NOTHING RETURNING id) \
+                 SELECT 'inserted' AS kind, id AS n, CAST(NULL AS TEXT) AS s, CAST(NULL AS TEXT) AS k FROM ins \
+                 UNION ALL SELECT 'run', next_seq, status, NULL FROM cur \
+                 UNION ALL SELECT 'keyed', id, NULL, NULL FROM keyed \
+                 UNION ALL SELECT 'earlier', id, status, idempotency_key FROM earlier",
+                excl = exclusive("earlier"),
+                notice = self.work_notice().unwrap_or_else(|| "NULL".into()),
+            ),
+            Dialect::Sqlite => {
+                let mut body = format!(
+                    "BEGIN IMMEDIATE;\n\
+                     UPDATE runs SET {wake} WHERE id = $3 AND status IN ('running', 'waiting'){at_seq} \
+                     AND NOT EXISTS ({keyed}){excl};\n\
+                     {insert} SELECT $3, $1, $4, $5, $2 WHERE changes() = 1 \
+                     RETURNING 'inserted' AS kind, id AS n, NULL AS s, NULL AS k;\n\
+                     SELECT 'run', next_seq, status, NULL FROM runs WHERE id = $3;\n\
+                     SELECT 'keyed', id, NULL, NULL FROM mailbox WHERE run_id = $3 AND idempotency_key = $5;\n",
+                    excl = exclusive(&format!("({earlier})")),
+                );
+                if message.exclusive {
+                    body.push_str(&format!(
+                        "SELECT 'earlier', id, status, idempotency_key FROM ({earlier});\n"
+                    ));
+                }
+                body.push_str("COMMIT");
+                body
+            }
+        };
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&message.event_type)
+            .bind(now)
             .bind(run_id)
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err)
+            .bind(to_text(&message.payload)?)
+            .bind(&key);
+        let rows = match self.dialect {
+            Dialect::Postgres => query.fetch_all(&self.pool).await.map_err(db_err)?,
+            Dialect::Sqlite => {
+                let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
+                let rows = query.fetch_all(conn.get()?).await.map_err(db_err)?;
+                conn.committed();
+                rows
+            }
+        };
+        let mut seen = DeliverySeen::default();
+        for row in &rows {
+            let kind: String = row.try_get(0).map_err(db_err)?;
+            let n: i64 = row.try_get(1).map_err(db_err)?;
+            match kind.as_str() {
+                "inserted" => seen.inserted = Some(n),
+                "run" => seen.run = Some((row.try_get(2).map_err(db_err)?, n)),
+                "keyed" => seen.keyed = Some(n),
+                "earlier" => {
+                    seen.earlier = Some((
+                        n,
+                        row.try_get(2).map_err(db_err)?,
+                        row.try_get(3).map_err(db_err)?,
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if let Some(id) = seen.inserted {
+            self.count_commit();
+            return Ok(Some(DeliverOutcome::Accepted { message_id: id }));
+        }
+        // A delivery made already is a duplicate, whatever the run has done since.
+        if let Some(id) = seen.keyed {
+            return Ok(Some(DeliverOutcome::Duplicate { message_id: id }));
+        }
+        let Some((status, next_seq)) = seen.run else {
+            return Ok(Some(DeliverOutcome::RunNotFound));
+        };
+        let status = RunStatus::parse(&status)
+            .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?;
+        if status.is_terminal() {
+            return Ok(Some(DeliverOutcome::RunTerminal(status)));
+        }
+        if let Some((_, earlier_status, _)) = seen.earlier {
+            if earlier_status != "pending" {
+                return Ok(Some(DeliverOutcome::BetweenWaits));
+            }
+            return Err(StoreError::Conflict(format!(
+                "another {} for this run was received first and is being taken up",
+                message.event_type
+            )));
+        }
+        if message.at_seq.is_some_and(|seq| seq != next_seq) {
+            return Err(StoreError::Conflict(format!(
+                "the run has moved on since this {} was sent (another was taken up); \
+                 read its state and decide again",
+                message.event_type
+            )));
+        }
+        match self.dialect {
+            // Its snapshot said it would apply: another delivery committed meanwhile.
+            Dialect::Postgres => Ok(None),
+            Dialect::Sqlite => Err(StoreError::Backend(format!(
+                "a {} for run {run_id} was neither stored nor refused",
+                message.event_type
+            ))),
+        }
     }
 }
 
@@ -229,8 +348,8 @@ impl RunStore for SqlStore {
                 notice = self.work_notice().unwrap_or_default()
             ),
             Dialect::Sqlite => format!(
-                "{insert_run};\nINSERT INTO run_inbox (run_id, event_type, payload, created_at) \
-                 SELECT $1, $6, $7, $5 WHERE changes() = 1"
+                "BEGIN IMMEDIATE;\n{insert_run};\nINSERT INTO run_inbox (run_id, event_type, \
+                 payload, created_at) SELECT $1, $6, $7, $5 WHERE changes() = 1;\nCOMMIT"
             ),
         };
         let query = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -245,10 +364,11 @@ impl RunStore for SqlStore {
         let row = match self.dialect {
             Dialect::Postgres => query.fetch_optional(&self.pool).await.map_err(db_err)?,
             Dialect::Sqlite => {
-                // All rows, so that every statement of the body runs.
-                let mut tx = self.begin_write().await?;
-                let rows = query.fetch_all(&mut *tx).await.map_err(db_err)?;
-                tx.commit().await.map_err(db_err)?;
+                // One round trip: the body begins and commits its own transaction. All rows,
+                // so that every statement of it runs.
+                let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
+                let rows = query.fetch_all(conn.get()?).await.map_err(db_err)?;
+                conn.committed();
                 rows.into_iter().next()
             }
         };
@@ -336,22 +456,61 @@ impl RunStore for SqlStore {
         Ok(done.rows_affected() > 0)
     }
 
-    async fn claim_next(
+    async fn claim_runs(
         &self,
         owner: &str,
         ttl_ms: i64,
         exclude: &[String],
-    ) -> StoreResult<Option<(RunRecord, Lease)>> {
-        // Runs nobody holds first; then runs whose holder's lease ran out (a takeover, which
-        // an operator wants counted: its holder died or hangs).
-        if let Some(claim) = self.claim_one(owner, ttl_ms, exclude, false).await? {
-            return Ok(Some(claim));
+        limit: usize,
+        expired: bool,
+    ) -> StoreResult<Vec<(RunRecord, Lease)>> {
+        let now = now_ms();
+        let mut p = Params::default();
+        let owner_p = p.text(owner);
+        let expires = p.int(now + ttl_ms);
+        let held = if expired {
+            format!(
+                "lease_owner IS NOT NULL AND lease_expires_at < {}",
+                p.int(now)
+            )
+        } else {
+            "lease_owner IS NULL".to_string()
+        };
+        let mut candidates = format!("SELECT id FROM runs WHERE status = 'running' AND {held}");
+        if !exclude.is_empty() {
+            let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
+            candidates.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
         }
-        let claim = self.claim_one(owner, ttl_ms, exclude, true).await?;
-        if claim.is_some() {
-            metrics::counter!("fathom_lease_takeovers_total").increment(1);
+        let limit = p.int(limit.clamp(1, 1_000) as i64);
+        candidates.push_str(&format!(" ORDER BY updated_at LIMIT {limit}"));
+        let set = format!(
+            "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1"
+        );
+        let sql = match self.dialect {
+            // Materialized, so the candidates are picked (and locked) once: as a subquery of
+            // the UPDATE, Postgres may run it again per row and take more than `limit`.
+            Dialect::Postgres => format!(
+                "WITH c (claimed_id) AS MATERIALIZED ({candidates} FOR UPDATE SKIP LOCKED) \
+                 {set} FROM c WHERE id = c.claimed_id RETURNING {RUN_COLS}, fence"
+            ),
+            Dialect::Sqlite => {
+                format!("{set} WHERE id IN ({candidates}) RETURNING {RUN_COLS}, fence")
+            }
+        };
+        let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(claim)
+        self.count_commit();
+        if expired {
+            metrics::counter!("fathom_lease_takeovers_total").increment(rows.len() as u64);
+        }
+        let mut claimed = rows
+            .iter()
+            .map(|row| claimed(row, owner))
+            .collect::<StoreResult<Vec<_>>>()?;
+        claimed.sort_by_key(|(run, _)| run.updated_at);
+        Ok(claimed)
     }
 
     async fn claim_run(
@@ -613,112 +772,17 @@ impl RunStore for SqlStore {
     }
 
     async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome> {
-        let now = now_ms();
-        let key = message
-            .idempotency_key
-            .unwrap_or_else(|| format!("auto:{}", uuid::Uuid::new_v4().simple()));
-        // A delivery made already is a duplicate, whatever the run has done since.
-        if let Some(id) = self.message_with_key(run_id, &key).await? {
-            return Ok(DeliverOutcome::Duplicate { message_id: id });
+        // Bounded: on Postgres a delivery that lost a race to another one touching the run at
+        // the same moment looks again; each try is one round trip.
+        for _ in 0..DELIVER_TRIES {
+            if let Some(outcome) = self.try_deliver(run_id, &message).await? {
+                return Ok(outcome);
+            }
         }
-        let mut tx = self.begin_write().await?;
-        // Touching the run row first serialises this delivery with a concurrent suspend and
-        // with other deliveries to the run.
-        let at_seq = match message.at_seq {
-            Some(seq) => format!(" AND next_seq = {seq}"),
-            None => String::new(),
-        };
-        let woke = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE runs SET mailbox_seq = mailbox_seq + 1, \
-             status = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN 'running' ELSE status END, \
-             waiting_for = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN NULL ELSE waiting_for END, \
-             updated_at = $2 WHERE id = $3 AND status IN ('running', 'waiting'){at_seq}{}",
-            self.returning_work_notice()
+        Err(StoreError::Conflict(format!(
+            "run {run_id} is changing too fast to take this {}; send it again",
+            message.event_type
         )))
-        .bind(&message.event_type)
-        .bind(now)
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        if woke.rows_affected() == 0 {
-            let status = status_of(&mut tx, run_id).await?;
-            tx.rollback().await.map_err(db_err)?;
-            return match status {
-                None => Ok(DeliverOutcome::RunNotFound),
-                Some(s) if s.is_terminal() => Ok(DeliverOutcome::RunTerminal(s)),
-                // The same delivery, made by a concurrent request that was taken up first.
-                Some(_) if let Some(id) = self.message_with_key(run_id, &key).await? => {
-                    Ok(DeliverOutcome::Duplicate { message_id: id })
-                }
-                Some(_) => Err(StoreError::Conflict(format!(
-                    "the run has moved on since this {} was sent (another was taken up); \
-                     read its state and decide again",
-                    message.event_type
-                ))),
-            };
-        }
-        if message.exclusive {
-            // A decision already waiting to be taken up wins; and one sent while the run is
-            // not waiting for it is early only if none was taken up before (else it can only
-            // be for the run's next wait: the caller decides whether it is).
-            let taken = if message.at_seq.is_some() {
-                "'pending'"
-            } else {
-                "'pending', 'consumed'"
-            };
-            let earlier: Option<(i64, String, String)> =
-                sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "SELECT id, idempotency_key, status FROM mailbox WHERE run_id = $1 \
-                 AND event_type = $2 AND status IN ({taken}) ORDER BY id LIMIT 1"
-                )))
-                .bind(run_id)
-                .bind(&message.event_type)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_err)?;
-            if let Some((id, earlier_key, status)) = earlier {
-                tx.rollback().await.map_err(db_err)?;
-                // The same delivery, made by a concurrent request a moment earlier.
-                if earlier_key == key {
-                    return Ok(DeliverOutcome::Duplicate { message_id: id });
-                }
-                if status != "pending" {
-                    return Ok(DeliverOutcome::BetweenWaits);
-                }
-                return Err(StoreError::Conflict(format!(
-                    "another {} for this run was received first and is being taken up",
-                    message.event_type
-                )));
-            }
-        }
-        let inserted = sqlx::query(
-            "INSERT INTO mailbox (run_id, event_type, payload, idempotency_key, received_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, idempotency_key) DO NOTHING RETURNING id",
-        )
-        .bind(run_id)
-        .bind(&message.event_type)
-        .bind(to_text(&message.payload)?)
-        .bind(&key)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        match inserted {
-            Some(row) => {
-                let id: i64 = row.try_get(0).map_err(db_err)?;
-                self.commit(tx).await?;
-                Ok(DeliverOutcome::Accepted { message_id: id })
-            }
-            None => {
-                // The same delivery, made at the same moment by a concurrent request.
-                tx.rollback().await.map_err(db_err)?;
-                let id = self.message_with_key(run_id, &key).await?.ok_or_else(|| {
-                    StoreError::Backend(format!("mailbox message {key} vanished"))
-                })?;
-                Ok(DeliverOutcome::Duplicate { message_id: id })
-            }
-        }
     }
 
     async fn mailbox_peek(&self, run_id: &str, event_type: &str) -> StoreResult<MailboxView> {

@@ -34,6 +34,7 @@ both!(
     cancel_streams_event_and_fences_out_owner,
     restarted_owner_takes_runs_back,
     concurrent_claimers_never_share_a_run,
+    a_batch_claim_takes_at_most_its_limit_oldest_first,
     collections_crud_search_and_pages,
     collections_aggregate,
     replace_where_is_idempotent,
@@ -945,4 +946,46 @@ async fn artifacts_are_content_addressed(s: SqlStore) {
         .await
         .unwrap();
     assert_eq!(c, 1, "same bytes stored twice");
+}
+
+async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
+    for i in 0..5 {
+        new_run(&s, &format!("r{i}")).await;
+        // Distinct update times, so "oldest first" has one answer.
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let first = s.claim_runs("w1", 60_000, &[], 3, false).await.unwrap();
+    let ids: Vec<&str> = first.iter().map(|(r, _)| r.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["r0", "r1", "r2"],
+        "the three least recently updated, once each"
+    );
+    let rest = s.claim_runs("w2", 60_000, &[], 3, false).await.unwrap();
+    let ids: Vec<&str> = rest.iter().map(|(r, _)| r.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["r3", "r4"],
+        "fewer than the limit: there were no more"
+    );
+    assert!(
+        s.claim_runs("w3", 60_000, &[], 3, false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Leases that ran out are taken over only when asked for.
+    let short = s.claim_runs("w4", 60_000, &[], 1, true).await.unwrap();
+    assert!(short.is_empty(), "no lease has run out yet");
+    assert!(s.release_owner("w1").await.unwrap() == 3);
+    let again = s.claim_runs("w5", 1, &[], 10, false).await.unwrap();
+    assert_eq!(again.len(), 3);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let taken = s.claim_runs("w6", 60_000, &[], 10, true).await.unwrap();
+    assert_eq!(
+        taken.len(),
+        3,
+        "the three whose one-millisecond lease ran out"
+    );
+    assert!(taken.iter().all(|(_, l)| l.owner == "w6"));
 }

@@ -234,14 +234,34 @@ pub trait RunStore: Send + Sync + 'static {
     /// Deletes a run and everything recorded for it.
     async fn delete_run(&self, id: &str) -> StoreResult<bool>;
 
-    /// Takes the lease of one running run that nobody holds (or whose lease expired), bumping
-    /// its fence. `exclude` lists runs this worker already drives.
+    /// Takes the leases of up to `limit` running runs, least recently updated first, bumping
+    /// their fences: runs nobody holds, or (`expired`) runs whose holder's lease ran out (a
+    /// takeover). `exclude` lists runs this worker already drives. Fewer than `limit` back
+    /// means there were no more such runs.
+    async fn claim_runs(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        exclude: &[String],
+        limit: usize,
+        expired: bool,
+    ) -> StoreResult<Vec<(RunRecord, Lease)>>;
+    /// Takes the lease of one running run that nobody holds, or else of one whose lease
+    /// expired.
     async fn claim_next(
         &self,
         owner: &str,
         ttl_ms: i64,
         exclude: &[String],
-    ) -> StoreResult<Option<(RunRecord, Lease)>>;
+    ) -> StoreResult<Option<(RunRecord, Lease)>> {
+        for expired in [false, true] {
+            let claimed = self.claim_runs(owner, ttl_ms, exclude, 1, expired).await?;
+            if let Some(claim) = claimed.into_iter().next() {
+                return Ok(Some(claim));
+            }
+        }
+        Ok(None)
+    }
     /// Takes the lease of one specific run if it is running and free.
     async fn claim_run(
         &self,
