@@ -9,15 +9,6 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    /// Appended to the claim sub-select: Postgres lets concurrent claimers skip each other's
-    /// rows; SQLite serialises writers anyway.
-    pub(crate) fn skip_locked(self) -> &'static str {
-        match self {
-            Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
-            Dialect::Sqlite => "",
-        }
-    }
-
     /// A JSON text parameter stored into a JSON column.
     pub(crate) fn json_in(self, p: &str) -> String {
         match self {
