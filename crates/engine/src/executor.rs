@@ -351,10 +351,10 @@ impl Engine {
             Err(e) => warn!(error = %e, "could not release stale leases"),
         }
         let mut tasks = tokio::task::JoinSet::new();
-        // Whether the last look stopped at capacity, so that runnable runs may be left: only
-        // then does a run ending here send the worker looking again. (A run that parks or
-        // ends makes no new work; starts and deliveries wake the worker themselves.)
-        let mut saturated = false;
+        // A look that had no free slot for all it may have found: done when a run ending here
+        // frees one. (A run that parks or ends makes no new work; starts and deliveries wake
+        // the worker themselves, and the timer finds the rest.)
+        let mut owed: Option<Look> = None;
         let mut look = Some(Look::Everything);
         loop {
             if *shutdown.borrow() {
@@ -362,8 +362,12 @@ impl Engine {
             }
             while tasks.try_join_next().is_some() {}
             if let Some(kind) = look {
-                self.look_for_runs(kind, &mut tasks).await;
-                saturated = tasks.len() >= self.config.max_concurrent_runs;
+                let full = self.look_for_runs(kind, &mut tasks).await;
+                owed = match owed {
+                    _ if full => Some(owed.map_or(kind, |o| o.and(kind))),
+                    Some(o) if !kind.covers(o) => Some(o),
+                    _ => None,
+                };
             }
             look = tokio::select! {
                 _ = self.wake.notified() => Some(Look::Free),
@@ -375,9 +379,7 @@ impl Engine {
                     Look::Everything
                 }),
                 _ = shutdown.changed() => None,
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {
-                    saturated.then_some(Look::Everything)
-                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => owed.take(),
             };
         }
         self.draining.send_replace(true);
@@ -410,7 +412,12 @@ impl Engine {
     }
 
     /// Claims runs for the free slots, as many as one statement gives, and drives each.
-    async fn look_for_runs(self: &Arc<Self>, kind: Look, tasks: &mut tokio::task::JoinSet<()>) {
+    /// Returns true when the slots ran out before the look was done (runs may be left).
+    async fn look_for_runs(
+        self: &Arc<Self>,
+        kind: Look,
+        tasks: &mut tokio::task::JoinSet<()>,
+    ) -> bool {
         let passes: &[bool] = match kind {
             Look::Free => &[false],
             Look::Expired => &[true],
@@ -419,7 +426,7 @@ impl Engine {
         for &expired in passes {
             let free = self.config.max_concurrent_runs.saturating_sub(tasks.len());
             if free == 0 {
-                return;
+                return true;
             }
             let mut exclude: Vec<String> = self.active_runs();
             exclude.extend(self.lock_newer().iter().cloned());
@@ -437,7 +444,7 @@ impl Engine {
                 Ok(claimed) => claimed,
                 Err(e) => {
                     warn!(error = %e, "claim failed");
-                    return;
+                    return false;
                 }
             };
             let all = claimed.len() == free;
@@ -450,12 +457,13 @@ impl Engine {
                     me.lock_active().remove(&id);
                 });
             }
-            // A full batch may have left more behind: the slots filled, so the next look
-            // comes when a run ends here (saturated).
+            // A full batch may have left more behind: the slots filled, so the rest of the
+            // look comes when a run ends here.
             if all {
-                return;
+                return true;
             }
         }
+        false
     }
 
     /// Whether this process is shutting down (drivers let go at their next step boundary).
@@ -1004,6 +1012,24 @@ enum Look {
     /// Runs whose holder's lease ran out (it died or hangs).
     Expired,
     Everything,
+}
+
+impl Look {
+    fn covers(self, other: Look) -> bool {
+        matches!(
+            (self, other),
+            (Look::Everything, _) | (Look::Free, Look::Free) | (Look::Expired, Look::Expired)
+        )
+    }
+
+    /// A look covering both.
+    fn and(self, other: Look) -> Look {
+        match (self, other) {
+            (Look::Free, Look::Free) => Look::Free,
+            (Look::Expired, Look::Expired) => Look::Expired,
+            _ => Look::Everything,
+        }
+    }
 }
 
 /// How long a decision sent between two waits waits for the next one (see `send`).
