@@ -130,6 +130,17 @@ impl Engine {
         self.signals.raise(run_id);
     }
 
+    /// Like [`Engine::announce`], for a change written through this process's own store:
+    /// nothing to tell when this engine drives the run, since only the lease holder writes
+    /// its stream and this engine's commits wake its readers themselves (the relay's echo
+    /// would have every reader look twice). Another engine sharing the store may have
+    /// written it otherwise.
+    pub fn announce_own(&self, run_id: &str) {
+        if !self.lock_active().contains_key(run_id) {
+            self.signals.raise(run_id);
+        }
+    }
+
     /// Says whether other processes' changes are being relayed through [`Engine::announce`]
     /// (a change feed such as LISTEN/NOTIFY is connected). While they are, nothing polls.
     /// When a feed comes back, every reader looks once for what it may have missed.

@@ -26,6 +26,8 @@ struct RunUpdate {
 /// One fenced write being built: statements gated on the lease, and the runs update.
 struct Write<'a> {
     dialect: Dialect,
+    /// What the stream's change notice says (Postgres): the run, and who wrote it.
+    notice: String,
     p: Params,
     lease: &'a Lease,
     run_id: String,
@@ -39,7 +41,7 @@ struct Write<'a> {
 }
 
 impl<'a> Write<'a> {
-    fn new(dialect: Dialect, lease: &'a Lease, now: i64, events: usize) -> Self {
+    fn new(store: &SqlStore, lease: &'a Lease, now: i64, events: usize) -> Self {
         let mut p = Params::default();
         let run_id = p.text(lease.run_id.clone());
         let owner = p.text(lease.owner.clone());
@@ -47,7 +49,8 @@ impl<'a> Write<'a> {
         let now = p.int(now);
         let n = p.int(events as i64);
         Write {
-            dialect,
+            dialect: store.dialect(),
+            notice: store.change_notice(&lease.run_id),
             p,
             lease,
             run_id,
@@ -106,9 +109,10 @@ impl<'a> Write<'a> {
         self.steps.push(("events", sql));
         if self.dialect == Dialect::Postgres {
             let channel = self.p.text(crate::CHANGES_CHANNEL);
+            let notice = self.p.text(self.notice.clone());
             self.steps.push((
                 "notify",
-                format!("SELECT pg_notify({channel}, {}) FROM run", self.run_id),
+                format!("SELECT pg_notify({channel}, {notice}) FROM run"),
             ));
         }
         Ok(())
@@ -284,7 +288,7 @@ impl SqlStore {
             }
         };
         let stream: Vec<&Envelope> = c.stream.iter().chain(last).collect();
-        let mut w = Write::new(self.dialect, lease, now, stream.len());
+        let mut w = Write::new(self, lease, now, stream.len());
         let gate = w.gate();
 
         if let Some(consumed) = c.consumed {
@@ -421,7 +425,7 @@ impl SqlStore {
     ) -> StoreResult<(serde_json::Value, Option<i64>)> {
         let now = fathom_engine::store::now_ms();
         let refs: Vec<&Envelope> = stream.iter().collect();
-        let mut w = Write::new(self.dialect, lease, now, refs.len());
+        let mut w = Write::new(self, lease, now, refs.len());
         let gate = w.gate();
         let scope_p = w.p.int(scope);
         let key_p = w.p.text(key.to_string());
@@ -463,7 +467,7 @@ impl SqlStore {
         }
         let now = fathom_engine::store::now_ms();
         let refs: Vec<&Envelope> = stream.iter().collect();
-        let mut w = Write::new(self.dialect, lease, now, refs.len());
+        let mut w = Write::new(self, lease, now, refs.len());
         w.stream(&refs)?;
         let set = String::new();
         let Some((first, _)) = w.run(self, RunUpdate { set }).await? else {

@@ -58,6 +58,8 @@ pub struct SqlStore {
 
 /// The channel stream changes are announced on.
 pub(crate) const CHANGES_CHANNEL: &str = "fathom_run_events";
+/// Between the writer's origin and the run id in a change notice (no id holds it).
+const NOTICE_SEPARATOR: char = '\u{1f}';
 /// The channel that tells workers there may be a run to claim (a run created, a message
 /// delivered, a lease let go); the payload is the announcing process's origin tag.
 pub(crate) const WORK_CHANNEL: &str = "fathom_work";
@@ -85,7 +87,12 @@ async fn listen(
                     engine.nudge();
                 }
             }
-            Ok(n) => engine.announce(n.payload()),
+            Ok(n) => match n.payload().split_once(NOTICE_SEPARATOR) {
+                Some((from, run_id)) if from == origin => engine.announce_own(run_id),
+                Some((_, run_id)) => engine.announce(run_id),
+                // From a version that sent the run id alone.
+                None => engine.announce(n.payload()),
+            },
             Err(e) => return e,
         }
     }
@@ -253,6 +260,12 @@ impl SqlStore {
     pub(crate) fn work_notice(&self) -> Option<String> {
         (self.dialect == Dialect::Postgres)
             .then(|| format!("pg_notify('{WORK_CHANNEL}', '{}')", self.origin))
+    }
+
+    /// The payload of a change notice for run `run_id`: this store's origin and the run, so
+    /// that the relay of the process that wrote it need not wake its readers twice.
+    pub(crate) fn change_notice(&self, run_id: &str) -> String {
+        format!("{}{NOTICE_SEPARATOR}{run_id}", self.origin)
     }
 
     /// [`SqlStore::work_notice`] as a `RETURNING` clause for an UPDATE, or nothing.

@@ -280,16 +280,16 @@ pub(crate) async fn journal_result<'e>(
 /// commits.
 async fn insert_events(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    dialect: Dialect,
+    store: &SqlStore,
     run_id: &str,
     first_seq: i64,
     stream: &[Envelope],
     now: i64,
 ) -> StoreResult<Option<i64>> {
-    if dialect == Dialect::Postgres && !stream.is_empty() {
+    if store.dialect == Dialect::Postgres && !stream.is_empty() {
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(crate::CHANGES_CHANNEL)
-            .bind(run_id)
+            .bind(store.change_notice(run_id))
             .execute(&mut **tx)
             .await
             .map_err(db_err)?;
@@ -892,7 +892,7 @@ impl RunStore for SqlStore {
         let next_seq: i64 = row.try_get(0).map_err(db_err)?;
         insert_events(
             &mut tx,
-            self.dialect,
+            self,
             id,
             next_seq - 1,
             std::slice::from_ref(&cancelled),
