@@ -1,16 +1,21 @@
-//! Load on `fathom serve`: K concurrent deep-research runs, each with M SSE clients, approved
-//! as soon as their plan arrives. Prints runs/s, approval-to-resume latency (p50, p99) and
-//! server memory, then the same load against the Python `llama-agents-server` 0.8 (SQLite
-//! store) serving a workflow of the same shape — same six steps, the same number and size of
-//! events, measured on a Fathom run first, no network — and the ratios. Both servers use
-//! SQLite and run on this machine at the same time of the same run.
+//! Load on `fathom serve` over HTTP, as users make it: U users at once, each starting a
+//! deep-research run, following it with M SSE clients, approving it as soon as its plan
+//! arrives, and starting the next once it ended. Prints runs/s, approval-to-resume latency
+//! (approval POST sent to the first event of the next step on the client's stream, p50 and
+//! p99), the server's CPU time per run (user and system, all threads, from /proc) and its
+//! memory, for three servers in the same run:
+//! - `fathom serve` doing real offline research (the sample corpus, or FATHOM_BENCH_CORPUS);
+//! - Fathom serving a workflow of the same shape with no work in it (same six steps, the same
+//!   number and size of events, measured on a research run first), in a child process of this
+//!   benchmark: the engine, the store and the API alone;
+//! - the Python `llama-agents-server` 0.8 (its SQLite store) serving that same shape.
 //!
-//! Also prints each server's CPU time per run (user and system, all threads, from /proc),
-//! and the ratio of Fathom's to the Python server's.
+//! and the ratios of both Fathom servers to the Python one. A peer run that does not end is
+//! counted and said, not folded into the figures.
 //!
-//! `cargo bench -p fathom-cli --bench serve` (env FATHOM_BENCH_RUNS=K, FATHOM_BENCH_CLIENTS=M;
-//! FATHOM_BENCH_CORPUS=DIR to research another folder than the small sample corpus, the Rust
-//! book say; FATHOM_BENCH_DATABASE_URL=postgres://... to run Fathom on Postgres; the Python
+//! `cargo bench -p fathom-cli --bench serve` (env: FATHOM_BENCH_RUNS, default 64;
+//! FATHOM_BENCH_CONCURRENCY, default 8; FATHOM_BENCH_CLIENTS, default 1;
+//! FATHOM_BENCH_DATABASE_URL=postgres://... for Fathom on Postgres, else SQLite; the Python
 //! server comes from pyproject-compat/clients/.venv, which scripts/test.sh makes).
 
 use std::io::{BufRead, BufReader};
@@ -123,7 +128,7 @@ fn free_port() -> u16 {
 /// What one run streams: events up to and including the plan, events after it, their mean
 /// sizes, and the size of the result.
 #[derive(Debug, Clone, Copy)]
-struct Shape {
+pub struct Shape {
     pre: usize,
     pre_bytes: usize,
     post: usize,
@@ -250,40 +255,66 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-async fn load(server: &Server, runs: usize, clients: usize, shape: Shape) -> LoadResult {
+/// `runs` runs, `concurrency` at a time: each of `concurrency` users starts a run, follows
+/// it with `clients` streams, approves it, and starts the next once it ended.
+async fn load(
+    server: &Server,
+    runs: usize,
+    concurrency: usize,
+    clients: usize,
+    shape: Shape,
+) -> LoadResult {
     let http = fathom_fetch::client_builder()
         .timeout(DEADLINE)
-        .pool_max_idle_per_host(runs * (clients + 1))
+        .pool_max_idle_per_host(concurrency * (clients + 1))
         .build()
         .unwrap();
     one_run(&http, &server.api, clients, shape.pre).await; // warm-up
     let (idle, _) = server.memory_kib();
     let cpu_before = server.cpu_ms();
     let began = Instant::now();
-    let tasks: Vec<_> = (0..runs)
-        .map(|_| {
+    let per_user = runs.div_ceil(concurrency);
+    let users: Vec<_> = (0..concurrency)
+        .map(|u| {
             let (http, api) = (http.clone(), server.api.clone());
-            tokio::spawn(async move { one_run(&http, &api, clients, shape.pre).await })
+            let mine = per_user.min(runs.saturating_sub(u * per_user));
+            tokio::spawn(async move {
+                let mut timings = Vec::new();
+                for _ in 0..mine {
+                    match tokio::time::timeout(
+                        DEADLINE * 2,
+                        one_run(&http, &api, clients, shape.pre),
+                    )
+                    .await
+                    {
+                        Ok(t) => timings.push(Some(t)),
+                        Err(_) => timings.push(None),
+                    }
+                }
+                timings
+            })
         })
         .collect();
     let mut latencies = Vec::new();
     let expected = shape.pre + shape.post + 1;
     let (mut cut, mut stuck) = (0, 0);
-    for t in tasks {
-        let timing = match tokio::time::timeout(DEADLINE * 2, t).await {
-            Ok(Ok(timing)) if timing.finished => timing,
-            _ => {
-                stuck += 1;
-                continue;
+    for user in users {
+        for timing in user.await.unwrap() {
+            let timing = match timing {
+                Some(t) if t.finished => t,
+                _ => {
+                    stuck += 1;
+                    continue;
+                }
+            };
+            cut += timing
+                .events_per_client
+                .iter()
+                .filter(|n| **n != expected)
+                .count();
+            if !timing.resume_ms.is_nan() {
+                latencies.push(timing.resume_ms);
             }
-        };
-        cut += timing
-            .events_per_client
-            .iter()
-            .filter(|n| **n != expected)
-            .count();
-        if !timing.resume_ms.is_nan() {
-            latencies.push(timing.resume_ms);
         }
     }
     assert!(
@@ -345,6 +376,35 @@ async fn measure_shape(api: &str) -> Shape {
     }
 }
 
+impl Shape {
+    fn flags(&self) -> [(&'static str, usize); 5] {
+        [
+            ("--pre", self.pre),
+            ("--pre-bytes", self.pre_bytes),
+            ("--post", self.post),
+            ("--post-bytes", self.post_bytes),
+            ("--result-bytes", self.result_bytes),
+        ]
+    }
+
+    fn from_args(args: &[String]) -> Shape {
+        let get = |flag: &str| -> usize {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{flag} N is required"))
+        };
+        Shape {
+            pre: get("--pre"),
+            pre_bytes: get("--pre-bytes"),
+            post: get("--post"),
+            post_bytes: get("--post-bytes"),
+            result_bytes: get("--result-bytes"),
+        }
+    }
+}
+
 fn clients_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../pyproject-compat/clients")
 }
@@ -359,7 +419,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn report(name: &str, r: &LoadResult) {
     println!(
-        "{name:<24} {:>8.2} runs/s   cpu {:>7.1} ms/run   resume p50 {:>7.1} ms  p99 {:>7.1} ms   rss idle {:>6.1} MiB  peak {:>6.1} MiB   streams cut short {}/{}   runs not ended {}",
+        "{name:<34} {:>8.2} runs/s   cpu {:>7.2} ms/run   resume p50 {:>7.3} ms  p99 {:>7.3} ms   rss idle {:>6.1} MiB  peak {:>6.1} MiB   streams cut short {}/{}   runs not ended {}",
         r.runs_per_s,
         r.cpu_ms_per_run,
         r.p50,
@@ -374,8 +434,19 @@ fn report(name: &str, r: &LoadResult) {
 
 #[tokio::main]
 async fn main() {
-    let runs = env_usize("FATHOM_BENCH_RUNS", 16);
-    let clients = env_usize("FATHOM_BENCH_CLIENTS", 3);
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--shape-server") {
+        let database = args
+            .iter()
+            .position(|a| a == "--database")
+            .and_then(|i| args.get(i + 1))
+            .expect("--database URL");
+        shape::serve(Shape::from_args(&args), database).await;
+        return;
+    }
+    let runs = env_usize("FATHOM_BENCH_RUNS", 64);
+    let concurrency = env_usize("FATHOM_BENCH_CONCURRENCY", 8);
+    let clients = env_usize("FATHOM_BENCH_CLIENTS", 1);
     let tmp = tempfile::tempdir().unwrap();
     let corpus = match std::env::var_os("FATHOM_BENCH_CORPUS") {
         Some(dir) => PathBuf::from(dir),
@@ -408,13 +479,30 @@ async fn main() {
     );
     let shape = measure_shape(&fathom.api).await;
     println!(
-        "load: {runs} concurrent runs x {clients} SSE clients; each run streams {} events \
-         (~{} B) before the plan, {} after (~{} B) and a {} B result",
+        "load: {runs} runs, {concurrency} at a time, {clients} SSE client(s) each; a research \
+         run streams {} events (~{} B) before the plan, {} after (~{} B) and a {} B result",
         shape.pre, shape.pre_bytes, shape.post, shape.post_bytes, shape.result_bytes
     );
-    let ours = load(&fathom, runs, clients, shape).await;
-    report(&format!("fathom ({on})"), &ours);
+    let research = load(&fathom, runs, concurrency, clients, shape).await;
+    report(&format!("fathom research ({on})"), &research);
     drop(fathom);
+
+    // The same shape with no work in it, served by Fathom: the engine and the API alone.
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.current_dir(tmp.path())
+        .args(["--shape-server", "--database", &database]);
+    for (flag, v) in shape.flags() {
+        cmd.args([flag, &v.to_string()]);
+    }
+    let fathom_shape = start(
+        "fathom shape",
+        cmd,
+        "serving deployment",
+        "/deployments/deep-research",
+    );
+    let ours = load(&fathom_shape, runs, concurrency, clients, shape).await;
+    report(&format!("fathom same shape ({on})"), &ours);
+    drop(fathom_shape);
 
     let python = clients_dir().join(".venv/bin/python");
     if !python.is_file() {
@@ -428,13 +516,7 @@ async fn main() {
         .args(["--port", &port.to_string()])
         .arg("--db")
         .arg(tmp.path().join("baseline.db"));
-    for (flag, v) in [
-        ("--pre", shape.pre),
-        ("--pre-bytes", shape.pre_bytes),
-        ("--post", shape.post),
-        ("--post-bytes", shape.post_bytes),
-        ("--result-bytes", shape.result_bytes),
-    ] {
+    for (flag, v) in shape.flags() {
         cmd.args([flag, &v.to_string()]);
     }
     let baseline = start("llama-agents-server", cmd, "baseline serving", "");
@@ -453,14 +535,194 @@ async fn main() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let theirs = load(&baseline, runs, clients, shape).await;
-    report("llama-agents-server 0.8", &theirs);
-    println!(
-        "ratios (fathom / python): throughput {:.2}x   cpu per run {:.3}x   resume p50 {:.2}x  p99 {:.2}x   peak rss {:.2}x",
-        ours.runs_per_s / theirs.runs_per_s,
-        ours.cpu_ms_per_run / theirs.cpu_ms_per_run,
-        ours.p50 / theirs.p50,
-        ours.p99 / theirs.p99,
-        ours.peak_rss_mib / theirs.peak_rss_mib
+    let theirs = load(&baseline, runs, concurrency, clients, shape).await;
+    report("llama-agents-server 0.8 (sqlite)", &theirs);
+    if theirs.stuck > 0 {
+        println!(
+            "note: {} of the peer's runs did not end within {}s; its figures count the others",
+            theirs.stuck,
+            (DEADLINE * 2).as_secs()
+        );
+    }
+    for (name, r) in [("same shape", &ours), ("research", &research)] {
+        println!(
+            "ratios, fathom {name} / python: throughput {:.1}x   cpu per run {:.3}x   \
+             resume p50 {:.3}x  p99 {:.3}x   peak rss {:.2}x",
+            r.runs_per_s / theirs.runs_per_s,
+            r.cpu_ms_per_run / theirs.cpu_ms_per_run,
+            r.p50 / theirs.p50,
+            r.p99 / theirs.p99,
+            r.peak_rss_mib / theirs.peak_rss_mib
+        );
+    }
+}
+
+/// A workflow of deep-research's shape and nothing else, served by Fathom the way the Python
+/// peer serves its own (`python_baseline_server.py`): same six step names, the same events
+/// of the same sizes, one wait for an `ApproveEvent`. The benchmark runs it in a child
+/// process of itself (`--shape-server`), so its CPU and memory are measured apart.
+mod shape {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use fathom_engine::{Ctx, Engine, EngineConfig, ErasedWorkflow, Workflow, impl_event};
+    use fathom_server::{AppState, Deployment, ServerConfig};
+    use fathom_store::SqlStore;
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value;
+
+    use super::Shape;
+
+    #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+    struct Start {
+        query: String,
+    }
+    impl_event!(
+        Start,
+        "StartEvent",
+        qualified = "workflows.events.StartEvent"
     );
+
+    #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+    struct Progress {
+        text: String,
+    }
+    impl_event!(Progress, "Progress");
+
+    #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+    struct ApproveEvent {
+        approved: bool,
+        #[serde(default)]
+        feedback: Option<String>,
+    }
+    impl_event!(
+        ApproveEvent,
+        "ApproveEvent",
+        qualified = "bench.ApproveEvent",
+        types = ["HumanResponseEvent"]
+    );
+
+    /// Between two steps: which of the four post-gate steps comes next.
+    #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+    struct After {
+        step: usize,
+    }
+    impl_event!(After, "After");
+
+    #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+    struct PlanDrafted {}
+    impl_event!(PlanDrafted, "PlanDrafted");
+
+    #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+    struct ResearchResult {
+        research_id: String,
+        status: String,
+        report_markdown: String,
+    }
+    impl_event!(
+        ResearchResult,
+        "ResearchResult",
+        qualified = "bench.ResearchResult",
+        types = ["StopEvent"]
+    );
+
+    /// run_web_research, fetch_parse_sources, synthesize_and_patch, persist_session.
+    const POST_STEPS: usize = 4;
+
+    fn workflow(shape: Shape) -> Arc<dyn ErasedWorkflow> {
+        let pre_text = Arc::new("p".repeat(shape.pre_bytes));
+        let post_text = Arc::new("q".repeat(shape.post_bytes));
+        // The post-gate events, spread over the four steps after the gate as the peer does.
+        let shares: Arc<Vec<usize>> = Arc::new(
+            (0..4)
+                .map(|i| shape.post / 4 + usize::from(i < shape.post % 4))
+                .collect(),
+        );
+        let result = Arc::new("r".repeat(shape.result_bytes));
+        Workflow::<Value>::new::<Start>("shape")
+            .accepts_external::<ApproveEvent>()
+            .step("draft_plan", move |ctx: Ctx<Value>, _: Start| {
+                let text = pre_text.clone();
+                async move {
+                    for _ in 0..shape.pre {
+                        ctx.write_stream(&Progress {
+                            text: text.to_string(),
+                        })?;
+                    }
+                    ctx.send(PlanDrafted {})
+                }
+            })
+            .step(
+                "await_approval",
+                |ctx: Ctx<Value>, _: PlanDrafted| async move {
+                    let decision = ctx.wait_for::<ApproveEvent>().await?;
+                    assert!(decision.approved);
+                    ctx.send(After { step: 0 })
+                },
+            )
+            // The four post-gate steps are one handler on `After` (the engine routes a step
+            // by its event's type), run four times.
+            .step("post_gate", move |ctx: Ctx<Value>, ev: After| {
+                let (text, shares, result) = (post_text.clone(), shares.clone(), result.clone());
+                async move {
+                    for _ in 0..shares[ev.step] {
+                        ctx.write_stream(&Progress {
+                            text: text.to_string(),
+                        })?;
+                    }
+                    if ev.step + 1 < POST_STEPS {
+                        ctx.send(After { step: ev.step + 1 })
+                    } else {
+                        ctx.stop(&ResearchResult {
+                            research_id: "baseline".into(),
+                            status: "completed".into(),
+                            report_markdown: result.to_string(),
+                        })
+                    }
+                }
+            })
+            .build()
+    }
+
+    /// Serves the shaped workflow as deployment `deep-research` on a free loopback port
+    /// and prints the address as `fathom serve` does.
+    pub async fn serve(shape: Shape, database: &str) {
+        let store = Arc::new(
+            SqlStore::connect(database)
+                .await
+                .expect("open the database"),
+        );
+        let engine = Arc::new(
+            Engine::new(
+                store.clone(),
+                EngineConfig {
+                    owner: format!("bench-shape-{}", std::process::id()),
+                    ..Default::default()
+                },
+            )
+            .register(workflow(shape)),
+        );
+        let deployment = Deployment {
+            name: "deep-research".into(),
+            workflows: BTreeMap::from([("deep-research".to_string(), "shape".to_string())]),
+        };
+        let config = ServerConfig {
+            loopback_only: true,
+            ..ServerConfig::new(deployment)
+        };
+        let state =
+            AppState::new(engine.clone(), store.clone(), store.clone(), config).expect("state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+        let _worker = tokio::spawn(engine.clone().run_worker(stop_rx));
+        let _relay = store.relay_changes(engine.clone());
+        println!("fathom shape: serving deployment on http://{addr}");
+        axum::serve(
+            fathom_server::listener(listener),
+            fathom_server::router(state),
+        )
+        .await
+        .expect("serve");
+    }
 }

@@ -241,6 +241,19 @@ impl Engine {
             .get_run(run_id)
             .await?
             .ok_or_else(|| EngineError::UnknownRun(run_id.to_string()))?;
+        self.send_to(&run, event_type, payload, idempotency_key)
+            .await
+    }
+
+    /// [`Engine::send`] to a run its caller has just read (saves reading it again).
+    pub async fn send_to(
+        self: &Arc<Self>,
+        run: &RunRecord,
+        event_type: &str,
+        payload: Value,
+        idempotency_key: Option<String>,
+    ) -> Result<DeliverOutcome, EngineError> {
+        let run_id = run.id.as_str();
         if run.status.is_terminal() {
             return Err(EngineError::RunTerminal(run.status.as_str()));
         }

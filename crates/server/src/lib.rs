@@ -87,6 +87,20 @@ impl ServerConfig {
     }
 }
 
+/// Accepts connections with Nagle's algorithm off: an SSE event or a small response is sent
+/// when written, not held back until the client acknowledges the previous one (with delayed
+/// acknowledgements that held an approval's first streamed event back by up to 40 ms).
+pub fn listener(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt as _;
+    listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    })
+}
+
 /// What every request handler reaches.
 pub struct AppState {
     pub engine: Arc<Engine>,

@@ -206,7 +206,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let (closed_tx, mut closed_rx) = watch::channel(false);
     let server = tokio::spawn(
-        axum::serve(listener, router)
+        axum::serve(fathom_server::listener(listener), router)
             .with_graceful_shutdown(async move {
                 let _ = closed_rx.wait_for(|c| *c).await;
             })

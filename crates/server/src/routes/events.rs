@@ -277,7 +277,7 @@ pub async fn send_event(
     };
     state
         .engine
-        .send(&id, &event_type, value, Some(key))
+        .send_to(&run, &event_type, value, Some(key))
         .await?;
     Ok(Json(json!({"status": "sent"})))
 }
