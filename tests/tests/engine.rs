@@ -736,6 +736,64 @@ async fn a_run_stored_by_an_older_version_is_upgraded(dialect: Dialect) {
     assert_eq!(new.drive_run(&newer.id).await.unwrap(), RunStatus::Waiting);
 }
 
+/// An approval that lands the moment its run parks, while the run's driver is still letting
+/// go here, is taken up at once by this process's worker, which does not look for work by
+/// itself (a poll interval longer than the test): nothing but the approval and the driver
+/// letting go can make it look. Each run is approved as soon as its plan is committed, so
+/// the approval lands before, as or after it parks.
+async fn an_approval_landing_as_the_run_parks_is_taken_up_without_polling(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let e = Arc::new(
+        Engine::new(
+            Arc::new(db.store.clone()),
+            EngineConfig {
+                owner: "only".into(),
+                lease_ttl: Duration::from_secs(600),
+                poll_interval: Duration::from_secs(600),
+                max_concurrent_runs: 4,
+                ..Default::default()
+            },
+        )
+        .register(gated()),
+    );
+    let _relay = db.store.relay_changes(e.clone());
+    let (stop, worker) = run_worker(&e);
+    // Bounded: 40 runs, each within its deadline.
+    for i in 0..40 {
+        let run = e
+            .start("gated", json!({"question": "q"}), StartOptions::default())
+            .await
+            .unwrap();
+        let mut watch = e.watch(&run.id);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut approved = false;
+        loop {
+            watch.mark_seen();
+            let now = e.store().get_run(&run.id).await.unwrap().unwrap();
+            // As soon as the plan is committed: the approval races the run's parking.
+            if !approved && (now.status == RunStatus::Waiting || now.state["rounds"] == 1) {
+                e.send(&run.id, "ApproveEvent", json!({"approved": true}), None)
+                    .await
+                    .unwrap();
+                approved = true;
+            }
+            if now.status.is_terminal() {
+                assert_eq!(now.status, RunStatus::Completed);
+                break;
+            }
+            assert!(
+                tokio::time::timeout_at(deadline, watch.changed())
+                    .await
+                    .is_ok(),
+                "run {i} stood still at {:?} after its approval was sent: {approved}",
+                now.status
+            );
+        }
+    }
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
+
 macro_rules! both {
     ($($case:ident),*) => {
         mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Sqlite).await })* }
@@ -743,6 +801,7 @@ macro_rules! both {
     };
 }
 both!(
+    an_approval_landing_as_the_run_parks_is_taken_up_without_polling,
     a_run_stored_by_an_older_version_is_upgraded,
     approval_survives_restart_and_rejection_replans,
     a_reader_follows_a_run_another_process_drives,

@@ -73,8 +73,8 @@ pub struct Engine {
     workflows: HashMap<String, Arc<dyn ErasedWorkflow>>,
     config: EngineConfig,
     wake: Notify,
-    /// Runs this process drives, with the switch that makes their driver let go at once.
-    active: Mutex<HashMap<String, watch::Sender<bool>>>,
+    /// Runs this process drives.
+    active: Mutex<HashMap<String, Driving>>,
     signals: Arc<Signals>,
     /// Whether other processes' commits reach this one through [`Engine::announce`].
     relay_live: AtomicBool,
@@ -341,8 +341,8 @@ impl Engine {
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let outcome = self.store.cancel_run(run_id, env).await?;
         // A run this process drives lets go now rather than at its next write.
-        if let Some(lost) = self.lock_active().get(run_id) {
-            let _ = lost.send(true);
+        if let Some(driving) = self.lock_active().get(run_id) {
+            let _ = driving.lost.send(true);
         }
         if matches!(outcome, CancelOutcome::Cancelled)
             && let Ok(Some(run)) = self.store.get_run(run_id).await
@@ -452,7 +452,7 @@ impl Engine {
             if free == 0 {
                 return true;
             }
-            let mut exclude: Vec<String> = self.active_runs();
+            let mut exclude: Vec<String> = self.pass_over_active(!expired);
             exclude.extend(self.lock_newer().iter().cloned());
             let claimed = match self
                 .store
@@ -478,7 +478,7 @@ impl Engine {
                 tasks.spawn(async move {
                     let id = lease.run_id.clone();
                     me.drive(run, lease, lost).await;
-                    me.lock_active().remove(&id);
+                    me.deactivate(&id);
                 });
             }
             // A full batch may have left more behind: the slots filled, so the rest of the
@@ -511,7 +511,7 @@ impl Engine {
                 Some((run, lease)) => {
                     let lost = self.activate(run_id);
                     self.drive(run, lease, lost).await;
-                    self.lock_active().remove(run_id);
+                    self.deactivate(run_id);
                     if self.lock_newer().contains(run_id) {
                         let run = self.store.get_run(run_id).await?;
                         let wf = run.as_ref().and_then(|r| self.workflows.get(&r.workflow));
@@ -536,24 +536,48 @@ impl Engine {
         Ok(run.map_or(RunStatus::Running, |r| r.status))
     }
 
-    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<String, Driving>> {
         self.active.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Registers a run this process is about to drive; the switch turns when it must let go.
     fn activate(&self, run_id: &str) -> (watch::Sender<bool>, watch::Receiver<bool>) {
         let (lost_tx, lost_rx) = watch::channel(false);
-        self.lock_active()
-            .insert(run_id.to_string(), lost_tx.clone());
+        self.lock_active().insert(
+            run_id.to_string(),
+            Driving {
+                lost: lost_tx.clone(),
+                passed_over: false,
+            },
+        );
         (lost_tx, lost_rx)
+    }
+
+    /// The driver of `run_id` let go. If a look for free runs passed over it meanwhile (the
+    /// run parked and was woken by a delivery before its driver was done, say), the worker
+    /// looks again: nothing else would tell it the run is free.
+    fn deactivate(&self, run_id: &str) {
+        let passed_over = self
+            .lock_active()
+            .remove(run_id)
+            .is_some_and(|d| d.passed_over);
+        if passed_over {
+            self.wake.notify_one();
+        }
     }
 
     fn lock_newer(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.newer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn active_runs(&self) -> Vec<String> {
-        self.lock_active().keys().cloned().collect()
+    /// The runs a look must pass over (driven here); marked as passed over by a look for
+    /// free runs (`free`), which could have claimed them were they not driven here.
+    fn pass_over_active(&self, free: bool) -> Vec<String> {
+        let mut active = self.lock_active();
+        if free {
+            active.values_mut().for_each(|d| d.passed_over = true);
+        }
+        active.keys().cloned().collect()
     }
 
     fn lease_ttl_ms(&self) -> i64 {
@@ -1026,6 +1050,14 @@ struct Inbox {
     /// Events sent by this lease holder's commits that no step has run on yet: nothing can
     /// be journaled under them.
     unrun: HashSet<i64>,
+}
+
+/// A run this process drives.
+struct Driving {
+    /// The switch that makes its driver let go at once.
+    lost: watch::Sender<bool>,
+    /// A look for runs to claim left it out since it was claimed.
+    passed_over: bool,
 }
 
 /// What a worker looks for when it claims runs.
