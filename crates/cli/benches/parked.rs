@@ -707,7 +707,8 @@ async fn main() {
     let mut alone = Vec::with_capacity(k);
     for _ in 0..k {
         let id = extra_ids.pop_front().unwrap();
-        let (readers, _tasks) = attach(&sse, &server.api, &[id.clone()], STEP_DEADLINE).await;
+        let (readers, _tasks) =
+            attach(&sse, &server.api, std::slice::from_ref(&id), STEP_DEADLINE).await;
         alone.push(approve_and_time(&http, &server.api, &id, &readers[0]).await);
     }
     let (alone50, alone99) = p50_p99(alone);
