@@ -720,7 +720,7 @@ mod shape {
         println!("fathom shape: serving deployment on http://{addr}");
         axum::serve(
             fathom_server::listener(listener),
-            fathom_server::router(state),
+            fathom_server::router(state).into_make_service(),
         )
         .await
         .expect("serve");

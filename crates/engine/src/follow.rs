@@ -5,7 +5,7 @@
 //! Where nothing relays them, one poller per process ([`Engine::poll_changes`]) looks for
 //! changed runs on behalf of all readers: no reader polls the store on its own.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Weak};
 
 use crate::error::EngineError;
@@ -51,12 +51,16 @@ impl Follower {
             }
             // Every way a run ends streams a stop event, which `take` sees; the run is read
             // only to notice one that vanished or ended before this reader came.
-            match self.engine.store().get_run(&self.run_id).await? {
-                None => self.ended = true,
-                Some(run) if run.status.is_terminal() && self.after >= run.next_seq - 1 => {
-                    self.ended = true
-                }
-                Some(_) => self.watch.changed().await,
+            // Only whether it ended is kept: the record (the run's whole state) is dropped
+            // before waiting, not held by every idle reader for as long as the run is parked.
+            let ended = match self.engine.store().get_run(&self.run_id).await? {
+                None => true,
+                Some(run) => run.status.is_terminal() && self.after >= run.next_seq - 1,
+            };
+            if ended {
+                self.ended = true;
+            } else {
+                self.watch.changed().await;
             }
         }
     }
@@ -125,6 +129,8 @@ impl Engine {
             if run.status.is_terminal() {
                 return Ok(run);
             }
+            // Not held while waiting: a waiting run's record can be large.
+            drop(run);
             watch.changed().await;
         }
     }
@@ -158,8 +164,12 @@ impl Engine {
 /// Looks for changes made by other processes on behalf of every watcher in this process, with
 /// one query per poll interval, for as long as the engine lives. Needed where the store
 /// relays no changes (SQLite shared by several processes), or while its relay is down;
-/// idle while [`Engine::set_relay_live`] says the relay works or nobody watches.
+/// idle while [`Engine::set_relay_live`] says the relay works or nobody watches. A look costs
+/// what changed, not how many watch: 10,000 idle readers add nothing to it.
 async fn poll_changes(engine: Weak<Engine>) {
+    // The heads the last look saw. Looks overlap (each goes back CLOCK_SLACK_MS), and a run
+    // that shows again with the same head has no news; one missing from the last look but in
+    // this one changed since (its update time only grows).
     let mut heads: HashMap<String, RunHead> = HashMap::new();
     let mut since = now_ms();
     // Bounded by the engine's life: each pass holds it only for one look.
@@ -172,8 +182,7 @@ async fn poll_changes(engine: Weak<Engine>) {
         let Some(engine) = engine.upgrade() else {
             return;
         };
-        let watched = engine.signals().watched();
-        if engine.relay_live() || watched.is_empty() {
+        if engine.relay_live() || !engine.signals().any_watched() {
             heads.clear();
             since = now_ms();
             continue;
@@ -191,16 +200,18 @@ async fn poll_changes(engine: Weak<Engine>) {
         if changed.len() as i64 >= POLL_LIMIT {
             // More changed than one look tells: every reader looks for itself once.
             engine.signals().raise_all();
+            heads.clear();
             continue;
         }
-        let watched: HashSet<String> = watched.into_iter().collect();
-        heads.retain(|id, _| watched.contains(id));
+        let mut seen = HashMap::with_capacity(changed.len());
         for head in changed {
-            if watched.contains(&head.id) && heads.get(&head.id) != Some(&head) {
+            if heads.get(&head.id) != Some(&head) {
+                // Wakes the run's watchers, if it has any.
                 engine.signals().raise(&head.id);
-                heads.insert(head.id.clone(), head);
             }
+            seen.insert(head.id.clone(), head);
         }
+        heads = seen;
     }
 }
 

@@ -32,9 +32,15 @@ impl Signals {
         self.all.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// The runs watched now (for a fallback poller that looks for changes on their behalf).
-    pub(crate) fn watched(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+    /// Whether any run is watched now (a fallback poller looks for changes only then).
+    pub(crate) fn any_watched(&self) -> bool {
+        !self.lock().is_empty()
+    }
+
+    /// How many runs are watched now.
+    #[cfg(test)]
+    fn watched_count(&self) -> usize {
+        self.lock().len()
     }
 
     pub(crate) fn watch(self: &Arc<Self>, run_id: &str) -> RunWatch {
@@ -121,9 +127,9 @@ mod tests {
             .expect("everyone is woken by raise_all");
         let a2 = signals.watch("a");
         drop(a);
-        assert_eq!(signals.watched().len(), 2, "a is still watched by a2");
+        assert_eq!(signals.watched_count(), 2, "a is still watched by a2");
         drop(a2);
         drop(b);
-        assert!(signals.watched().is_empty());
+        assert!(!signals.any_watched());
     }
 }

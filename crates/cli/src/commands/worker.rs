@@ -48,8 +48,13 @@ pub async fn worker(app: &App, args: WorkerArgs) -> anyhow::Result<ExitCode> {
             ..ServerConfig::new(Deployment::load(None)?)
         },
     )?;
-    let health =
-        tokio::spawn(axum::serve(listener, fathom_server::health_router(state)).into_future());
+    let health = tokio::spawn(
+        axum::serve(
+            listener,
+            fathom_server::health_router(state).into_make_service(),
+        )
+        .into_future(),
+    );
     let worker = Worker::start(&host);
     let relay = host.store.relay_changes(host.engine().clone());
     println!(

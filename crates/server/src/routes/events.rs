@@ -76,8 +76,9 @@ pub async fn stream_events(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     // Small: a reader that falls behind is fed from the stored stream as it reads, not
-    // buffered here (a report update can be tens of kB).
-    let (tx, rx) = mpsc::channel::<StoredEvent>(8);
+    // buffered here (a report update can be tens of kB). Boxed: the channel allocates its
+    // slots 32 at a time whatever its bound, and every open stream holds them.
+    let (tx, rx) = mpsc::channel::<Box<StoredEvent>>(8);
     let client = super::metrics::StreamClient::connected(if sse { "sse" } else { "ndjson" });
     tokio::spawn(follow(state.clone(), id, after, tx, client));
     let events = ReceiverStream::new(rx).map(move |mut ev| {
@@ -132,7 +133,7 @@ async fn follow(
     state: AppRef,
     id: String,
     after: i64,
-    tx: mpsc::Sender<StoredEvent>,
+    tx: mpsc::Sender<Box<StoredEvent>>,
     _client: super::metrics::StreamClient,
 ) {
     let mut follower = state.engine.follow(&id, after);
@@ -152,7 +153,7 @@ async fn follow(
             Ok(Some(ev)) => {
                 // A reader that takes nothing for this long is let go (it reconnects with
                 // Last-Event-ID when it wakes): no task or buffer is held for it meanwhile.
-                match tokio::time::timeout(STALLED_READER_LIMIT, tx.send(ev)).await {
+                match tokio::time::timeout(STALLED_READER_LIMIT, tx.send(Box::new(ev))).await {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => return,
                     Err(_) => {
