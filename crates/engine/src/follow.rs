@@ -51,9 +51,8 @@ impl Follower {
             }
             // Every way a run ends streams a stop event, which `take` sees; the run is read
             // only to notice one that vanished or ended before this reader came.
-            // Only whether it ended is kept: the record (the run's whole state) is dropped
-            // before waiting, not held by every idle reader for as long as the run is parked.
-            let ended = match self.engine.store().get_run(&self.run_id).await? {
+            // Its head only: not its state, which may be large and is of no use here.
+            let ended = match self.engine.store().run_head(&self.run_id).await? {
                 None => true,
                 Some(run) => run.status.is_terminal() && self.after >= run.next_seq - 1,
             };

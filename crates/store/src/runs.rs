@@ -41,6 +41,17 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
     })
 }
 
+/// A run's head (`id, next_seq, status`).
+fn head_from_row(row: &AnyRow) -> StoreResult<RunHead> {
+    let status: String = row.try_get(2).map_err(db_err)?;
+    Ok(RunHead {
+        id: row.try_get(0).map_err(db_err)?,
+        next_seq: row.try_get(1).map_err(db_err)?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?,
+    })
+}
+
 /// The run and lease returned by a claim (`RETURNING {RUN_COLS}, fence`).
 fn claimed(row: &AnyRow, owner: &str) -> StoreResult<(RunRecord, Lease)> {
     let run = run_from_row(row)?;
@@ -844,6 +855,15 @@ impl RunStore for SqlStore {
             .collect()
     }
 
+    async fn run_head(&self, id: &str) -> StoreResult<Option<RunHead>> {
+        let row = sqlx::query("SELECT id, next_seq, status FROM runs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(head_from_row).transpose()
+    }
+
     async fn changed_since(&self, since_ms: i64, limit: i64) -> StoreResult<Vec<RunHead>> {
         let rows = sqlx::query(
             "SELECT id, next_seq, status FROM runs WHERE updated_at >= $1 ORDER BY updated_at LIMIT $2",
@@ -853,18 +873,7 @@ impl RunStore for SqlStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err)?;
-        rows.iter()
-            .map(|row| {
-                let status: String = row.try_get(2).map_err(db_err)?;
-                Ok(RunHead {
-                    id: row.try_get(0).map_err(db_err)?,
-                    next_seq: row.try_get(1).map_err(db_err)?,
-                    status: RunStatus::parse(&status).ok_or_else(|| {
-                        StoreError::Backend(format!("unknown run status '{status}'"))
-                    })?,
-                })
-            })
-            .collect()
+        rows.iter().map(head_from_row).collect()
     }
 
     async fn cancel_run(&self, id: &str, cancelled: Envelope) -> StoreResult<CancelOutcome> {

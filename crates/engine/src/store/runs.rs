@@ -227,6 +227,15 @@ pub trait RunStore: Send + Sync + 'static {
     /// Creates a run with its start event pending. Fails with `Conflict` if the id exists.
     async fn create_run(&self, run: NewRun) -> StoreResult<RunRecord>;
     async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
+    /// A run's status and next sequence number, without its state (which may be large):
+    /// for readers that only ask whether it moved or ended.
+    async fn run_head(&self, id: &str) -> StoreResult<Option<RunHead>> {
+        Ok(self.get_run(id).await?.map(|r| RunHead {
+            id: r.id,
+            next_seq: r.next_seq,
+            status: r.status,
+        }))
+    }
     async fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunRecord>>;
     /// How many runs are running and how many waiting, by workflow (for an operator's
     /// metrics: what every process on the store sees alike).
