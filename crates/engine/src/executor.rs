@@ -14,10 +14,10 @@ use crate::error::{EngineError, StepError};
 use crate::event::{
     Envelope, ExceptionInfo, WorkflowCancelledEvent, WorkflowFailedEvent, WorkflowTimedOutEvent,
 };
-use crate::signal::Signals;
+use crate::signal::{News, Signals};
 use crate::store::{
     CancelOutcome, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent, RunRecord, RunStatus,
-    RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
+    RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, StoredEvent, SuspendOutcome, now_ms,
 };
 use crate::telemetry::{self, RunTracer};
 use crate::workflow::{ErasedWorkflow, StartRefusal, Stopped, Stored};
@@ -168,6 +168,30 @@ impl Engine {
 
     fn notify(&self, run_id: &str) {
         self.signals.raise(run_id);
+    }
+
+    /// Hands a step commit's events to this process's readers of the run.
+    fn publish(&self, run_id: &str, commit: &StepCommit, seqs: &[i64]) {
+        self.signals.publish(run_id, || {
+            let last = match &commit.outcome {
+                StepOutcome::Continue => None,
+                StepOutcome::Completed(env) => Some(env),
+                StepOutcome::Failed { event, .. } => Some(event),
+            };
+            let created_at = now_ms();
+            let events: Vec<StoredEvent> = commit
+                .stream
+                .iter()
+                .chain(last)
+                .zip(seqs)
+                .map(|(envelope, &seq)| StoredEvent {
+                    seq,
+                    envelope: envelope.clone(),
+                    created_at,
+                })
+                .collect();
+            News { events }
+        });
     }
 
     /// Tells this process's worker that there may be a run to claim (another process created
@@ -774,7 +798,7 @@ impl Engine {
                     };
                     crate::context::crash_point(step, "commit").await;
                     let receipt = self.store.commit_step(lease, &commit).await?;
-                    self.notify(&run.id);
+                    self.publish(&run.id, &commit, &receipt.seqs);
                     telemetry::step_ran(&run.workflow, step, "committed", started.elapsed());
                     if done {
                         self.ended(&run, "completed");

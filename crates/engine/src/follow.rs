@@ -45,7 +45,27 @@ impl Follower {
                 return Ok(None);
             }
             // Seen before looking: a commit after the look raises the signal again.
-            self.watch.mark_seen();
+            let news = self.watch.take_news();
+            if let Some(news) = news {
+                // A step commit here said what it stored: taken from memory when it follows
+                // on from this reader's position; nothing to read when it holds nothing new.
+                match (news.events.first(), news.events.last()) {
+                    (Some(first), _) if first.seq == self.after + 1 => {
+                        self.buffer.extend(news.events.iter().cloned());
+                        continue;
+                    }
+                    (None, _) => {
+                        self.watch.changed().await;
+                        continue;
+                    }
+                    (_, Some(last)) if last.seq <= self.after => {
+                        self.watch.changed().await;
+                        continue;
+                    }
+                    // Behind: what came before it is read from the store.
+                    _ => {}
+                }
+            }
             if self.fill().await? {
                 continue;
             }

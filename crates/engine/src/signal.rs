@@ -7,23 +7,51 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::watch;
 
+use crate::store::StoredEvent;
+
+/// What a step commit made in this process tells its run's readers, so that they need not
+/// read it back from the store: the events it stored (none: the stream did not move).
+#[derive(Debug)]
+pub(crate) struct News {
+    pub(crate) events: Vec<StoredEvent>,
+}
+
+/// A run's signal: bumped on every change; with the news when a step commit here made it
+/// (None when the change came from elsewhere or says nothing of the stream).
+type Signal = (u64, Option<Arc<News>>);
+
 /// The signals of the runs someone is watching in this process.
 #[derive(Default)]
 pub(crate) struct Signals {
-    runs: Mutex<HashMap<String, watch::Sender<u64>>>,
+    runs: Mutex<HashMap<String, watch::Sender<Signal>>>,
     /// Bumped to wake every watcher at once (notices may have been missed).
     all: watch::Sender<u64>,
 }
 
 impl Signals {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, watch::Sender<Signal>>> {
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Wakes the watchers of `run_id`, if any.
+    /// Wakes the watchers of `run_id`, if any: they look at the store.
     pub(crate) fn raise(&self, run_id: &str) {
         if let Some(tx) = self.lock().get(run_id) {
-            tx.send_modify(|n| *n = n.wrapping_add(1));
+            tx.send_modify(|(n, news)| {
+                *n = n.wrapping_add(1);
+                *news = None;
+            });
+        }
+    }
+
+    /// Wakes the watchers of `run_id`, if any, with a step commit's news; `news` is made
+    /// only when someone watches. Called in commit order (by the run's one driver).
+    pub(crate) fn publish(&self, run_id: &str, news: impl FnOnce() -> News) {
+        if let Some(tx) = self.lock().get(run_id) {
+            let news = Arc::new(news());
+            tx.send_modify(|(n, latest)| {
+                *n = n.wrapping_add(1);
+                *latest = Some(news);
+            });
         }
     }
 
@@ -47,13 +75,15 @@ impl Signals {
         let run = {
             let mut runs = self.lock();
             runs.entry(run_id.to_string())
-                .or_insert_with(|| watch::channel(0).0)
+                .or_insert_with(|| watch::channel((0, None)).0)
                 .subscribe()
         };
+        let seen = run.borrow().0;
         RunWatch {
             signals: self.clone(),
             run_id: run_id.to_string(),
             run,
+            seen,
             all: self.all.subscribe(),
         }
     }
@@ -64,7 +94,9 @@ impl Signals {
 pub struct RunWatch {
     signals: Arc<Signals>,
     run_id: String,
-    run: watch::Receiver<u64>,
+    run: watch::Receiver<Signal>,
+    /// The run's signal count when last looked at.
+    seen: u64,
     all: watch::Receiver<u64>,
 }
 
@@ -72,8 +104,19 @@ impl RunWatch {
     /// Marks everything raised so far as seen: call before looking at the run, so a change
     /// made after the look wakes [`RunWatch::changed`].
     pub fn mark_seen(&mut self) {
-        self.run.borrow_and_update();
+        self.take_news();
+    }
+
+    /// [`RunWatch::mark_seen`], returning the news of what changed since the last look if
+    /// that was exactly one step commit in this process (none when there was anything else,
+    /// more, or nothing: then the store tells).
+    pub(crate) fn take_news(&mut self) -> Option<Arc<News>> {
+        let everyone = self.all.has_changed().unwrap_or(false);
         self.all.borrow_and_update();
+        let (count, news) = self.run.borrow_and_update().clone();
+        let one_change = count == self.seen.wrapping_add(1);
+        self.seen = count;
+        news.filter(|_| one_change && !everyone)
     }
 
     /// Waits until the run's signal (or the everyone signal) is raised after the last
@@ -131,5 +174,46 @@ mod tests {
         drop(a2);
         drop(b);
         assert!(!signals.any_watched());
+    }
+
+    #[tokio::test]
+    async fn news_is_handed_over_only_when_it_is_the_one_change_since_the_last_look() {
+        let signals = Arc::new(Signals::default());
+        let mut w = signals.watch("a");
+        let news = |seq| News {
+            events: vec![StoredEvent {
+                seq,
+                envelope: crate::Envelope {
+                    value: serde_json::json!({}),
+                    qualified_name: None,
+                    event_type: "E".into(),
+                    types: None,
+                },
+                created_at: 0,
+            }],
+        };
+        assert!(w.take_news().is_none(), "nothing happened yet");
+        signals.publish("a", || news(0));
+        let got = w.take_news().expect("one commit's news");
+        assert_eq!(got.events[0].seq, 0);
+        signals.publish("a", || news(1));
+        signals.publish("a", || news(2));
+        assert!(
+            w.take_news().is_none(),
+            "two commits: the reader looks at the store"
+        );
+        signals.raise("a");
+        assert!(
+            w.take_news().is_none(),
+            "a change from elsewhere says nothing"
+        );
+        signals.publish("a", || news(3));
+        signals.raise_all();
+        assert!(w.take_news().is_none(), "everyone was asked to look");
+        let mut late = signals.watch("a");
+        assert!(
+            late.take_news().is_none(),
+            "a new watcher reads from the store first"
+        );
     }
 }
