@@ -1,6 +1,12 @@
 //! Research over the Rust book that ships with every rustup toolchain: cold index time, warm
-//! run time and peak memory, each as a ratio to a baseline measured in the same run (the
+//! run time, CPU and peak memory, each as a ratio to a baseline measured in the same run (the
 //! machine is shared and noisy, so absolute figures alone mean little).
+//!
+//! CPU is user + system time of the child process (`getrusage(RUSAGE_CHILDREN)` before and
+//! after it), so it counts every thread: tokio's, SQLite's workers, the blocking pool. A warm
+//! run in its own process counts the process's start too (config, database, migrations,
+//! opening the index); the run alone, as a server that is already up pays for it, is the
+//! difference between `fathom eval` over several questions and over one, per question.
 //!
 //! `cargo bench -p fathom-cli --bench research [-- CORPUS_DIR]`
 
@@ -10,9 +16,44 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-/// Runs fathom with `--stats`; returns (elapsed ms, peak RSS KiB).
-fn fathom(work: &Path, args: &[&str]) -> (f64, f64) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fathom"))
+/// CPU time (user, system) in ms of the children waited for so far.
+fn children_cpu() -> (f64, f64) {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    assert_eq!(rc, 0, "getrusage failed");
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    (ms(u.ru_utime), ms(u.ru_stime))
+}
+
+/// One fathom process's figures.
+#[derive(Clone, Copy)]
+struct Figures {
+    elapsed_ms: f64,
+    peak_kib: f64,
+    user_ms: f64,
+    sys_ms: f64,
+}
+
+impl Figures {
+    fn cpu_ms(&self) -> f64 {
+        self.user_ms + self.sys_ms
+    }
+}
+
+/// The median by `key` of `n` runs of `f`.
+fn median(n: usize, mut f: impl FnMut() -> Figures, key: fn(&Figures) -> f64) -> Figures {
+    let mut all: Vec<Figures> = (0..n).map(|_| f()).collect();
+    all.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    all[n / 2]
+}
+
+/// Runs fathom with `--stats`; returns its elapsed time, peak memory and CPU.
+fn fathom(work: &Path, args: &[&str]) -> Figures {
+    let (u0, s0) = children_cpu();
+    // FATHOM_BENCH_BIN measures another build (an earlier one, say) the same way.
+    let bin = std::env::var("FATHOM_BENCH_BIN").unwrap_or(env!("CARGO_BIN_EXE_fathom").into());
+    let out = Command::new(bin)
         .current_dir(work)
         .env_remove("DATABASE_URL")
         .args([
@@ -37,8 +78,23 @@ fn fathom(work: &Path, args: &[&str]) -> (f64, f64) {
             .and_then(|v| v.parse().ok())
             .unwrap_or(f64::NAN)
     };
-    (field("elapsed_ms="), field("peak_rss_kib="))
+    let (u1, s1) = children_cpu();
+    Figures {
+        elapsed_ms: field("elapsed_ms="),
+        peak_kib: field("peak_rss_kib="),
+        user_ms: u1 - u0,
+        sys_ms: s1 - s0,
+    }
 }
+
+/// Questions about the book for `fathom eval`: the first alone, then all of them.
+const QUESTIONS: &[&str] = &[
+    "How does ownership work in Rust?",
+    "What is a trait object and when is dynamic dispatch used?",
+    "How do lifetimes prevent dangling references?",
+    "How are errors propagated with the question mark operator?",
+    "What does the borrow checker allow for mutable references?",
+];
 
 /// Reading every file the index would read, with nothing else: the floor of a cold index.
 fn read_all(dir: &Path) -> (usize, u64) {
@@ -78,20 +134,38 @@ fn main() {
     let t = Instant::now();
     let (files, bytes) = read_all(&corpus);
     let read_ms = t.elapsed().as_secs_f64() * 1000.0;
-    let (idle_ms, idle_kib) = fathom(w, &["migrate"]);
+    let idle = median(3, || fathom(w, &["migrate"]), Figures::cpu_ms);
 
-    let (cold_ms, cold_kib) = fathom(w, &["index", c]);
-    let (warm_index_ms, _) = fathom(w, &["index", c]);
-    let q = "How does ownership work in Rust?";
-    let mut runs = Vec::new();
+    let cold = fathom(w, &["index", c]);
+    let warm_index = fathom(w, &["index", c]);
+    let q = QUESTIONS[0];
     let mut peak = 0f64;
-    for _ in 0..3 {
-        let (ms, kib) = fathom(w, &["research", q, "--corpus", c, "--yes", "-o", "r.md"]);
-        runs.push(ms);
-        peak = peak.max(kib);
-    }
-    runs.sort_by(f64::total_cmp);
-    let warm_ms = runs[1];
+    let warm = median(
+        5,
+        || {
+            let f = fathom(w, &["research", q, "--corpus", c, "--yes", "-o", "r.md"]);
+            peak = peak.max(f.peak_kib);
+            f
+        },
+        Figures::cpu_ms,
+    );
+    // The run alone: the marginal CPU of a question in one process that is already up.
+    let one = w.join("one.txt");
+    let all = w.join("all.txt");
+    std::fs::write(&one, QUESTIONS[0]).unwrap();
+    std::fs::write(&all, QUESTIONS.join("\n")).unwrap();
+    let eval = |file: &Path| {
+        fathom(
+            w,
+            &["eval", "--corpus", c, "--questions", file.to_str().unwrap()],
+        )
+    };
+    let eval_one = median(3, || eval(&one), Figures::cpu_ms);
+    let eval_all = median(3, || eval(&all), Figures::cpu_ms);
+    let extra = (QUESTIONS.len() - 1) as f64;
+    let alone_ms = (eval_all.cpu_ms() - eval_one.cpu_ms()) / extra;
+    let alone_user = (eval_all.user_ms - eval_one.user_ms) / extra;
+    let alone_sys = (eval_all.sys_ms - eval_one.sys_ms) / extra;
 
     println!(
         "corpus: {} ({files} files, {:.1} MiB)",
@@ -100,22 +174,41 @@ fn main() {
     );
     println!("baseline read all files:       {read_ms:8.1} ms");
     println!(
-        "baseline fathom migrate:       {idle_ms:8.1} ms  {:7.1} MiB peak",
-        idle_kib / 1024.0
+        "baseline fathom migrate:       {:8.1} ms  {:7.1} MiB peak  CPU {:6.1} ms (user {:.1} + sys {:.1})",
+        idle.elapsed_ms,
+        idle.peak_kib / 1024.0,
+        idle.cpu_ms(),
+        idle.user_ms,
+        idle.sys_ms
     );
     println!(
-        "cold index:                    {cold_ms:8.1} ms  {:7.1} MiB peak  ({:.1}x reading the files)",
-        cold_kib / 1024.0,
-        cold_ms / read_ms
+        "cold index:                    {:8.1} ms  {:7.1} MiB peak  ({:.1}x reading the files)",
+        cold.elapsed_ms,
+        cold.peak_kib / 1024.0,
+        cold.elapsed_ms / read_ms
     );
     println!(
-        "warm index check:              {warm_index_ms:8.1} ms  ({:.2}x an idle fathom start)",
-        warm_index_ms / idle_ms
+        "warm index check:              {:8.1} ms  ({:.2}x an idle fathom start)",
+        warm_index.elapsed_ms,
+        warm_index.elapsed_ms / idle.elapsed_ms
     );
     println!(
-        "warm research run (median/3):  {warm_ms:8.1} ms  {:7.1} MiB peak  ({:.2}x an idle fathom start, {:.1}x its memory)",
+        "warm research run (median/5):  {:8.1} ms  {:7.1} MiB peak  ({:.2}x an idle fathom start, {:.1}x its memory)",
+        warm.elapsed_ms,
         peak / 1024.0,
-        warm_ms / idle_ms,
-        peak / idle_kib
+        warm.elapsed_ms / idle.elapsed_ms,
+        peak / idle.peak_kib
+    );
+    println!(
+        "warm research run, CPU:        {:8.1} ms  (user {:.1} + sys {:.1}; {:.1}x an idle fathom start's CPU)",
+        warm.cpu_ms(),
+        warm.user_ms,
+        warm.sys_ms,
+        warm.cpu_ms() / idle.cpu_ms()
+    );
+    println!(
+        "a run alone, CPU (eval {} - 1 questions, per question): {alone_ms:6.1} ms  (user {alone_user:.1} + sys {alone_sys:.1}; {:.1}x an idle fathom start's CPU)",
+        QUESTIONS.len(),
+        alone_ms / idle.cpu_ms()
     );
 }

@@ -350,12 +350,9 @@ fn lists(doc: &ParsedDoc, next_id: &mut usize) -> HashMap<usize, usize> {
 }
 
 fn weigh(doc: &ParsedDoc) -> Weighed {
-    let keys: Vec<String> = doc
-        .blocks
-        .iter()
-        .flat_map(|b| sentences(&b.text))
-        .map(|s| s.to_lowercase())
-        .collect();
+    // Each block is cut into sentences once, for the keys and for the candidates.
+    let split: Vec<Vec<String>> = doc.blocks.iter().map(|b| sentences(&b.text)).collect();
+    let keys: Vec<String> = split.iter().flatten().map(|s| s.to_lowercase()).collect();
     let mut fitting = Vec::new();
     let mut lists_found = 0;
     let in_list = lists(doc, &mut lists_found);
@@ -386,11 +383,11 @@ fn weigh(doc: &ParsedDoc) -> Weighed {
         if let Some((_, label_terms)) = &label {
             heading_terms.extend(label_terms.iter().cloned());
         }
-        for s in sentences(&block.text) {
+        for s in &split[b] {
             let at = pos;
             pos += 1;
             let key = s.to_lowercase();
-            let s = lead_in_as_statement(s);
+            let s = lead_in_as_statement(s.clone());
             // A list's items are quoted as they stand (short, perhaps unpunctuated).
             let fits = match list {
                 Some(_) => s.chars().count() <= MAX_CHARS && !elsewhere(&s),

@@ -221,6 +221,13 @@ impl Tools {
         if let Some(summary) = self.docs.parse(&raw.file_id) {
             return Ok(summary);
         }
+        // A document the corpus index parsed, unchanged since: its bytes are not needed.
+        if let Some(doc) = self.fetcher.parsed(&raw.url, &raw.file_id).await {
+            return self
+                .store_parsed(raw, doc)
+                .await
+                .map(|(summary, _)| summary);
+        }
         let bytes = self
             .artifacts
             .get_artifact(&raw.file_id)
@@ -270,6 +277,15 @@ impl Tools {
                 .await
                 .map_err(|e| format!("{}: {e}", raw.url))?,
         };
+        self.store_parsed(raw, doc).await
+    }
+
+    /// Stores the parsed form of `raw` as an artifact and remembers it.
+    async fn store_parsed(
+        &self,
+        raw: &FetchedRef,
+        doc: ParsedDoc,
+    ) -> ToolResult<(ParsedSummary, Arc<CachedDoc>)> {
         let json = serde_json::to_vec(&doc).map_err(|e| e.to_string())?;
         let meta = self
             .artifacts
