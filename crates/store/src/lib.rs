@@ -200,6 +200,11 @@ impl SqlStore {
             // Short: while the database is away a request is answered 503 within this time
             // rather than hanging; the engine tries again by itself.
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // No ping before each use: it cost every statement a second round trip (on
+            // Postgres a Sync and its ReadyForQuery; on SQLite a hop to the connection's
+            // thread and back). A connection that broke fails its statement, which is
+            // reported as the database being unavailable and is closed, not reused.
+            .test_before_acquire(false)
             // A connection handed back inside a transaction (its rollback failed: the
             // database went away or refused writes meanwhile) is closed, not reused: it would
             // refuse every transaction begun on it.
