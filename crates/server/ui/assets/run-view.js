@@ -11,6 +11,9 @@ import { TERMINAL, apply, applySession, describeCall, newRun, shortUrl } from '.
 import { statusBadge } from './home.js';
 
 const TIMELINE_LIMIT = 400;
+/** Reads of a run's session record before giving up, and the wait between them. */
+const SESSION_TRIES = 5;
+const SESSION_RETRY_MS = 500;
 
 const PHASE_TEXT = {
   planning: 'Drafting the plan',
@@ -27,6 +30,7 @@ export function mountRun(main, id) {
   let run = newRun(id);
   let stopFollow = null;
   let retryTimer = null;
+  let sessionTimer = null;
   let destroyed = false;
   let pendingFocus = null;
   let planKey = '';
@@ -343,15 +347,26 @@ export function mountRun(main, id) {
       }).catch(() => {});
     }
     // The first plan: the session is saved by now (with what the run follows up, if anything).
-    if (changed.has('plan') && !run.session) {
-      api.findSession(id).then((s) => {
-        if (destroyed || !s || run.session) return;
-        run.session = s;
-        drawStatus();
-      }).catch(() => {});
-    }
+    if (changed.has('plan') && !run.session) loadSession(SESSION_TRIES);
     if (changed.has('report') && run.lastSection && run.status === 'running') announce(`Report updated: ${run.lastSection}.`);
     if (TERMINAL.has(run.status)) finished();
+  }
+
+  // Reads the run's session record; a miss or a failed request (the server busy, say) is
+  // tried again a few times, so what the run follows up still shows.
+  function loadSession(tries) {
+    clearTimeout(sessionTimer);
+    const again = () => {
+      if (!destroyed && !run.session && tries > 1) {
+        sessionTimer = setTimeout(() => loadSession(tries - 1), SESSION_RETRY_MS);
+      }
+    };
+    api.findSession(id).then((s) => {
+      if (destroyed || run.session) return;
+      if (!s) return again();
+      run.session = s;
+      drawStatus();
+    }).catch(again);
   }
 
   function connect() {
@@ -506,6 +521,7 @@ export function mountRun(main, id) {
     destroy() {
       destroyed = true;
       clearTimeout(retryTimer);
+      clearTimeout(sessionTimer);
       if (stopFollow) stopFollow();
     },
     focusSource(n) {
