@@ -16,8 +16,9 @@ use crate::event::{
 };
 use crate::signal::{News, Signals};
 use crate::store::{
-    CancelOutcome, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent, RunRecord, RunStatus,
-    RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, StoredEvent, SuspendOutcome, now_ms,
+    CancelOutcome, Claimed, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent, RunRecord,
+    RunStatus, RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, StoredEvent,
+    SuspendOutcome, now_ms,
 };
 use crate::telemetry::{self, RunTracer};
 use crate::workflow::{ErasedWorkflow, StartRefusal, Stopped, Stored};
@@ -496,12 +497,17 @@ impl Engine {
                 }
             };
             let all = claimed.len() == free;
-            for (run, lease) in claimed {
+            for Claimed {
+                run,
+                lease,
+                pending,
+            } in claimed
+            {
                 let lost = self.activate(&run.id);
                 let me = self.clone();
                 tasks.spawn(async move {
                     let id = lease.run_id.clone();
-                    me.drive(run, lease, lost).await;
+                    me.drive(run, lease, pending, lost).await;
                     me.deactivate(&id);
                 });
             }
@@ -534,7 +540,7 @@ impl Engine {
             {
                 Some((run, lease)) => {
                     let lost = self.activate(run_id);
-                    self.drive(run, lease, lost).await;
+                    self.drive(run, lease, None, lost).await;
                     self.deactivate(run_id);
                     if self.lock_newer().contains(run_id) {
                         let run = self.store.get_run(run_id).await?;
@@ -613,6 +619,7 @@ impl Engine {
         self: &Arc<Self>,
         run: RunRecord,
         lease: Lease,
+        pending: Option<Vec<PendingEvent>>,
         (lost_tx, lost_rx): (watch::Sender<bool>, watch::Receiver<bool>),
     ) {
         let Some(wf) = self.workflows.get(&run.workflow).cloned() else {
@@ -629,9 +636,10 @@ impl Engine {
             let _ = self.store.release_lease(&lease).await;
             return;
         }
-        let run = if run.format < wf.format() {
+        let (run, pending) = if run.format < wf.format() {
+            // The upgrade rewrites the pending events: they are read again.
             match self.upgrade(&wf, run, &lease).await {
-                Ok(Some(run)) => run,
+                Ok(Some(run)) => (run, None),
                 Ok(None) => return,
                 Err(e) => {
                     warn!(run = %lease.run_id, error = %e, "could not upgrade run");
@@ -640,7 +648,7 @@ impl Engine {
                 }
             }
         } else {
-            run
+            (run, pending)
         };
         let heartbeat = tokio::spawn(heartbeat(
             self.store.clone(),
@@ -649,7 +657,8 @@ impl Engine {
             lost_tx,
         ));
         let id = run.id.clone();
-        let release = match self.drive_steps(&wf, run, &lease, lost_rx).await {
+        let inbox = pending.map(Inbox::first_page).unwrap_or_default();
+        let release = match self.drive_steps(&wf, run, inbox, &lease, lost_rx).await {
             Ok(release) => release,
             Err(StoreError::Unavailable(e)) => {
                 // Nothing the step did counts as an attempt: the run is let go as soon as the
@@ -681,13 +690,13 @@ impl Engine {
         self: &Arc<Self>,
         wf: &Arc<dyn ErasedWorkflow>,
         mut run: RunRecord,
+        mut inbox: Inbox,
         lease: &Lease,
         lost: watch::Receiver<bool>,
     ) -> Result<bool, StoreError> {
         let deadline = run
             .deadline_at
             .map(|at| Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64));
-        let mut inbox = Inbox::default();
         let mut draining = self.draining.subscribe();
         loop {
             if *lost.borrow() {
@@ -1119,9 +1128,18 @@ const BETWEEN_WAITS_LIMIT: Duration = Duration::from_secs(2);
 const STOPPED_HOOK_LIMIT: Duration = Duration::from_secs(10);
 
 /// Pending events read from the store at a time.
-const INBOX_PAGE: i64 = 64;
+const INBOX_PAGE: i64 = crate::store::CLAIM_INBOX_PAGE;
 
 impl Inbox {
+    /// The inbox of a run whose first page of pending events came with its claim.
+    fn first_page(page: Vec<PendingEvent>) -> Inbox {
+        Inbox {
+            complete: (page.len() as i64) < INBOX_PAGE,
+            queue: page.into(),
+            unrun: HashSet::new(),
+        }
+    }
+
     async fn next(
         &mut self,
         store: &dyn RunStore,

@@ -1,9 +1,11 @@
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use fathom_engine::Envelope;
 use fathom_engine::store::{
-    CancelOutcome, Committed, DeliverOutcome, Lease, MailboxView, NewMessage, NewRun, PendingEvent,
-    RunFilter, RunHead, RunRecord, RunStatus, RunStore, RunUpgrade, StepCommit, StoreError,
-    StoreResult, StoredEvent, SuspendOutcome, now_ms,
+    CLAIM_INBOX_PAGE, CancelOutcome, Claimed, Committed, DeliverOutcome, Lease, MailboxView,
+    NewMessage, NewRun, PendingEvent, RunFilter, RunHead, RunRecord, RunStatus, RunStore,
+    RunUpgrade, StepCommit, StoreError, StoreResult, StoredEvent, SuspendOutcome, now_ms,
 };
 use serde_json::Value;
 use sqlx::Row;
@@ -52,8 +54,31 @@ fn head_from_row(row: &AnyRow) -> StoreResult<RunHead> {
     })
 }
 
+/// The pending step events a claim read with its run, as a JSON array of
+/// `[id, event_type, payload, attempts]` in `pending` (NULL: none).
+fn pending_from_json(row: &AnyRow) -> StoreResult<Vec<PendingEvent>> {
+    let text: Option<String> = row.try_get("pending").map_err(db_err)?;
+    let rows: Vec<(i64, String, String, i64)> = match text {
+        Some(t) => serde_json::from_str(&t).map_err(json_err)?,
+        None => Vec::new(),
+    };
+    let mut pending = rows
+        .into_iter()
+        .map(|(id, event_type, payload, attempts)| {
+            Ok(PendingEvent {
+                id,
+                event_type,
+                payload: serde_json::from_str(&payload).map_err(json_err)?,
+                attempts,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    pending.sort_by_key(|p| p.id);
+    Ok(pending)
+}
+
 /// The run and lease returned by a claim (`RETURNING {RUN_COLS}, fence`).
-fn claimed(row: &AnyRow, owner: &str) -> StoreResult<(RunRecord, Lease)> {
+fn claimed_row(row: &AnyRow, owner: &str) -> StoreResult<(RunRecord, Lease)> {
     let run = run_from_row(row)?;
     let fence: i64 = row.try_get("fence").map_err(db_err)?;
     let lease = Lease {
@@ -474,7 +499,7 @@ impl RunStore for SqlStore {
         exclude: &[String],
         limit: usize,
         expired: bool,
-    ) -> StoreResult<Vec<(RunRecord, Lease)>> {
+    ) -> StoreResult<Vec<Claimed>> {
         let now = now_ms();
         let mut p = Params::default();
         let owner_p = p.text(owner);
@@ -497,31 +522,87 @@ impl RunStore for SqlStore {
         let set = format!(
             "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1"
         );
-        let sql = match self.dialect {
+        // A free run's step inbox changes only under a lease (and when it is created), so its
+        // pending events are read with the claim. A run taken over may see its old holder's
+        // last commit land meanwhile: its inbox is read afterwards, by its driver.
+        let with_inbox = !expired;
+        let inbox_of = |run: &str| {
+            format!(
+                "(SELECT id, event_type, payload, attempts FROM run_inbox WHERE run_id = {run} \
+                 AND consumed_at IS NULL ORDER BY id LIMIT {CLAIM_INBOX_PAGE})"
+            )
+        };
+        let rows = match self.dialect {
             // Materialized, so the candidates are picked (and locked) once: as a subquery of
             // the UPDATE, Postgres may run it again per row and take more than `limit`.
-            Dialect::Postgres => format!(
-                "WITH c (claimed_id) AS MATERIALIZED ({candidates} FOR UPDATE SKIP LOCKED) \
-                 {set} FROM c WHERE id = c.claimed_id RETURNING {RUN_COLS}, fence"
-            ),
+            Dialect::Postgres => {
+                let claim = format!(
+                    "WITH c (claimed_id) AS MATERIALIZED ({candidates} FOR UPDATE SKIP LOCKED), \
+                     u AS ({set} FROM c WHERE id = c.claimed_id RETURNING {RUN_COLS}, fence)"
+                );
+                let sql = if with_inbox {
+                    format!(
+                        "{claim} SELECT u.*, CAST((SELECT json_agg(json_build_array(i.id, \
+                         i.event_type, i.payload, i.attempts)) FROM {} i) AS TEXT) AS pending \
+                         FROM u",
+                        inbox_of("u.id")
+                    )
+                } else {
+                    format!("{claim} SELECT * FROM u")
+                };
+                p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?
+            }
             Dialect::Sqlite => {
-                format!("{set} WHERE id IN ({candidates}) RETURNING {RUN_COLS}, fence")
+                let claim = format!("{set} WHERE id IN ({candidates}) RETURNING {RUN_COLS}, fence");
+                if with_inbox {
+                    // One immediate transaction: the claim, then the claimed runs' inboxes.
+                    let sql = format!(
+                        "BEGIN IMMEDIATE;\n{claim};\nSELECT r.id AS claimed, \
+                         (SELECT json_group_array(json_array(i.id, i.event_type, i.payload, \
+                         i.attempts)) FROM {} i) AS pending FROM runs r \
+                         WHERE r.lease_owner = {owner_p} AND r.lease_expires_at = {expires} \
+                         AND r.status = 'running';\nCOMMIT",
+                        inbox_of("r.id")
+                    );
+                    let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
+                    let rows = p.query(sql).fetch_all(conn.get()?).await.map_err(db_err)?;
+                    conn.committed();
+                    rows
+                } else {
+                    p.query(claim).fetch_all(&self.pool).await.map_err(db_err)?
+                }
             }
         };
-        let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
-        if rows.is_empty() {
+        let mut claimed = Vec::new();
+        let mut inboxes: HashMap<String, Vec<PendingEvent>> = HashMap::new();
+        for row in &rows {
+            if row.try_column("claimed").is_ok() {
+                let id: String = row.try_get("claimed").map_err(db_err)?;
+                inboxes.insert(id, pending_from_json(row)?);
+                continue;
+            }
+            let (run, lease) = claimed_row(row, owner)?;
+            if row.try_column("pending").is_ok() {
+                inboxes.insert(run.id.clone(), pending_from_json(row)?);
+            }
+            claimed.push((run, lease));
+        }
+        if claimed.is_empty() {
             return Ok(Vec::new());
         }
         self.count_commit();
         if expired {
-            metrics::counter!("fathom_lease_takeovers_total").increment(rows.len() as u64);
+            metrics::counter!("fathom_lease_takeovers_total").increment(claimed.len() as u64);
         }
-        let mut claimed = rows
-            .iter()
-            .map(|row| claimed(row, owner))
-            .collect::<StoreResult<Vec<_>>>()?;
         claimed.sort_by_key(|(run, _)| run.updated_at);
-        Ok(claimed)
+        Ok(claimed
+            .into_iter()
+            .map(|(run, lease)| Claimed {
+                pending: inboxes.remove(&run.id),
+                run,
+                lease,
+            })
+            .collect())
     }
 
     async fn claim_run(
@@ -545,7 +626,7 @@ impl RunStore for SqlStore {
         .map_err(db_err)?;
         let Some(row) = row else { return Ok(None) };
         self.count_commit();
-        claimed(&row, owner).map(Some)
+        claimed_row(&row, owner).map(Some)
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> StoreResult<bool> {

@@ -955,14 +955,26 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     let first = s.claim_runs("w1", 60_000, &[], 3, false).await.unwrap();
-    let ids: Vec<&str> = first.iter().map(|(r, _)| r.id.as_str()).collect();
+    let ids: Vec<&str> = first.iter().map(|c| c.run.id.as_str()).collect();
     assert_eq!(
         ids,
         ["r0", "r1", "r2"],
         "the three least recently updated, once each"
     );
+    // A free run's pending step events come with its claim: here its start event.
+    for c in &first {
+        let pending = c.pending.as_ref().expect("read with the claim");
+        let read = s.pending_events(&c.run.id, 10).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(
+            (pending[0].id, &pending[0].event_type, &pending[0].payload),
+            (read[0].id, &read[0].event_type, &read[0].payload),
+            "the same event its driver would read"
+        );
+        assert_eq!(pending[0].payload, json!({"q": "hello"}));
+    }
     let rest = s.claim_runs("w2", 60_000, &[], 3, false).await.unwrap();
-    let ids: Vec<&str> = rest.iter().map(|(r, _)| r.id.as_str()).collect();
+    let ids: Vec<&str> = rest.iter().map(|c| c.run.id.as_str()).collect();
     assert_eq!(
         ids,
         ["r3", "r4"],
@@ -987,5 +999,9 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
         3,
         "the three whose one-millisecond lease ran out"
     );
-    assert!(taken.iter().all(|(_, l)| l.owner == "w6"));
+    assert!(taken.iter().all(|c| c.lease.owner == "w6"));
+    assert!(
+        taken.iter().all(|c| c.pending.is_none()),
+        "a run taken over has its inbox read by its driver, after the claim"
+    );
 }

@@ -181,6 +181,19 @@ pub enum CancelOutcome {
 
 /// What a step commit gave out: the sequence numbers of its stream events and the ids of
 /// the events it sent to other steps, in the order given.
+/// A run a worker claimed.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub run: RunRecord,
+    pub lease: Lease,
+    /// The run's first pending step events (as [`RunStore::pending_events`] with its page
+    /// size), when the store read them with the claim.
+    pub pending: Option<Vec<PendingEvent>>,
+}
+
+/// Pending step events a claim reads with each run it takes.
+pub const CLAIM_INBOX_PAGE: i64 = 64;
+
 #[derive(Debug, Clone, Default)]
 pub struct Committed {
     pub seqs: Vec<i64>,
@@ -254,7 +267,7 @@ pub trait RunStore: Send + Sync + 'static {
         exclude: &[String],
         limit: usize,
         expired: bool,
-    ) -> StoreResult<Vec<(RunRecord, Lease)>>;
+    ) -> StoreResult<Vec<Claimed>>;
     /// Takes the lease of one running run that nobody holds, or else of one whose lease
     /// expired.
     async fn claim_next(
@@ -265,8 +278,8 @@ pub trait RunStore: Send + Sync + 'static {
     ) -> StoreResult<Option<(RunRecord, Lease)>> {
         for expired in [false, true] {
             let claimed = self.claim_runs(owner, ttl_ms, exclude, 1, expired).await?;
-            if let Some(claim) = claimed.into_iter().next() {
-                return Ok(Some(claim));
+            if let Some(c) = claimed.into_iter().next() {
+                return Ok(Some((c.run, c.lease)));
             }
         }
         Ok(None)
