@@ -32,6 +32,9 @@ use serde_json::{Value, json};
 use sqlx::Connection as _;
 use tokio::sync::{Notify, mpsc};
 
+#[path = "common/process.rs"]
+mod process;
+
 const QUESTION: &str = "How does ownership work in Rust?";
 /// Runs started at once.
 const START_CONCURRENCY: usize = 32;
@@ -61,13 +64,7 @@ impl Drop for Server {
 
 impl Server {
     fn status_field_kib(&self, name: &str) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        process::status_field(self.child.id(), name)
     }
 
     fn rss_mib(&self) -> f64 {
@@ -117,42 +114,13 @@ impl Server {
     }
 
     fn threads(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with("Threads:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        process::status_field(self.child.id(), "Threads:")
     }
 
     /// CPU time used so far (user and system, all threads), in seconds.
     fn cpu_s(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // utime and stime are the 14th and 15th fields; the command name (field 2) may hold
-        // spaces, so count from its closing parenthesis.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let ticks: f64 = rest
-            .split_whitespace()
-            .skip(11)
-            .take(2)
-            .filter_map(|v| v.parse::<f64>().ok())
-            .sum();
-        ticks / clock_ticks_per_s()
+        process::cpu_ms(self.child.id()) / 1000.0
     }
-}
-
-fn clock_ticks_per_s() -> f64 {
-    static TICKS: OnceLock<f64> = OnceLock::new();
-    *TICKS.get_or_init(|| {
-        Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-            .unwrap_or(100.0)
-    })
 }
 
 /// Raises this process's open-file limit to its hard limit (the children inherit it).

@@ -29,6 +29,9 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+#[path = "common/process.rs"]
+mod process;
+
 const QUESTION: &str = "How does ownership work in Rust?";
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -49,44 +52,17 @@ impl Drop for Server {
 impl Server {
     /// Resident memory of the server process now, and its peak so far (KiB).
     fn memory_kib(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        let pid = self.child.id();
+        (
+            process::status_field(pid, "VmRSS:"),
+            process::status_field(pid, "VmHWM:"),
+        )
     }
 
     /// CPU time the server process has used so far (user and system, all threads), in ms.
     fn cpu_ms(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the command name (which may hold spaces) and its closing parenthesis:
-        // utime and stime are the 14th and 15th of the line.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let ticks: f64 = rest
-            .split_whitespace()
-            .skip(11)
-            .take(2)
-            .filter_map(|v| v.parse::<f64>().ok())
-            .sum();
-        ticks * 1000.0 / clock_ticks_per_s()
+        process::cpu_ms(self.child.id())
     }
-}
-
-/// The kernel's clock ticks per second, in which /proc reports CPU time.
-fn clock_ticks_per_s() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 /// Starts `cmd` and waits for the line containing `marker`, whose last word is the URL.
