@@ -131,24 +131,16 @@ async fn engine_round(
                     )
                     .await
                     .unwrap();
-                let mut watch = engine.watch(&run.id);
-                let mut approved = false;
-                loop {
-                    watch.mark_seen();
-                    let now = engine.store().get_run(&run.id).await.unwrap().unwrap();
-                    if now.status == RunStatus::Waiting && !approved {
-                        engine
-                            .send(&run.id, "Approve", json!({}), None)
-                            .await
-                            .unwrap();
-                        approved = true;
-                    }
-                    if now.status.is_terminal() {
-                        assert_eq!(now.status, RunStatus::Completed);
-                        break;
-                    }
-                    let _ = tokio::time::timeout(Duration::from_secs(5), watch.changed()).await;
-                }
+                let ended = fathom_e2e::approve_and_finish(
+                    &engine,
+                    &run.id,
+                    |r| r.status == RunStatus::Waiting,
+                    ("Approve", json!({})),
+                    Duration::from_secs(30),
+                )
+                .await
+                .expect("the run moves on");
+                assert_eq!(ended.status, RunStatus::Completed);
             }
         }));
     }

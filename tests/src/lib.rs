@@ -225,6 +225,36 @@ pub async fn wait_for_run(
     }
 }
 
+/// Follows run `run_id` on `engine`'s signals until it ends, sending `event_type` with
+/// `payload` once, as soon as `ready` holds for the run. Returns the ended run, or None if it
+/// stood still for `patience` (nothing changed) before ending.
+pub async fn approve_and_finish(
+    engine: &Arc<fathom_engine::Engine>,
+    run_id: &str,
+    ready: impl Fn(&RunRecord) -> bool,
+    (event_type, payload): (&str, serde_json::Value),
+    patience: Duration,
+) -> Option<RunRecord> {
+    let mut watch = engine.watch(run_id);
+    let mut sent = false;
+    // Bounded by the run's life: each pass reads it once and waits for a change.
+    loop {
+        watch.mark_seen();
+        let now = engine.store().get_run(run_id).await.expect("get_run")?;
+        if !sent && ready(&now) {
+            engine
+                .send(run_id, event_type, payload.clone(), None)
+                .await
+                .expect("send");
+            sent = true;
+        }
+        if now.status.is_terminal() {
+            return Some(now);
+        }
+        tokio::time::timeout(patience, watch.changed()).await.ok()?;
+    }
+}
+
 pub async fn connect(url: &str) -> SqlStore {
     SqlStore::connect(url).await.expect("connect")
 }

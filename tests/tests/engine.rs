@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use fathom_e2e::wait_for_run;
+use fathom_e2e::{approve_and_finish, wait_for_run};
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_engine::{
     Ctx, Engine, EngineConfig, EngineError, ErasedWorkflow, RetryPolicy, StartOptions, StepError,
@@ -764,31 +764,20 @@ async fn an_approval_landing_as_the_run_parks_is_taken_up_without_polling(dialec
             .start("gated", json!({"question": "q"}), StartOptions::default())
             .await
             .unwrap();
-        let mut watch = e.watch(&run.id);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        let mut approved = false;
-        loop {
-            watch.mark_seen();
-            let now = e.store().get_run(&run.id).await.unwrap().unwrap();
-            // As soon as the plan is committed: the approval races the run's parking.
-            if !approved && (now.status == RunStatus::Waiting || now.state["rounds"] == 1) {
-                e.send(&run.id, "ApproveEvent", json!({"approved": true}), None)
-                    .await
-                    .unwrap();
-                approved = true;
-            }
-            if now.status.is_terminal() {
-                assert_eq!(now.status, RunStatus::Completed);
-                break;
-            }
-            assert!(
-                tokio::time::timeout_at(deadline, watch.changed())
-                    .await
-                    .is_ok(),
-                "run {i} stood still at {:?} after its approval was sent: {approved}",
-                now.status
-            );
-        }
+        // As soon as the plan is committed: the approval races the run's parking.
+        let ended = approve_and_finish(
+            &e,
+            &run.id,
+            |r| r.status == RunStatus::Waiting || r.state["rounds"] == 1,
+            ("ApproveEvent", json!({"approved": true})),
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(
+            ended.map(|r| r.status),
+            Some(RunStatus::Completed),
+            "run {i} stood still after its approval was sent"
+        );
     }
     stop.send(true).unwrap();
     worker.await.unwrap();

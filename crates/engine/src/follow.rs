@@ -49,22 +49,15 @@ impl Follower {
             if let Some(news) = news {
                 // A step commit here said what it stored: taken from memory when it follows
                 // on from this reader's position; nothing to read when it holds nothing new.
-                match (news.events.first(), news.events.last()) {
-                    (Some(first), _) if first.seq == self.after + 1 => {
-                        self.buffer.extend(news.events.iter().cloned());
-                        continue;
-                    }
-                    (None, _) => {
-                        self.watch.changed().await;
-                        continue;
-                    }
-                    (_, Some(last)) if last.seq <= self.after => {
-                        self.watch.changed().await;
-                        continue;
-                    }
-                    // Behind: what came before it is read from the store.
-                    _ => {}
+                if news.events.first().map(|e| e.seq) == Some(self.after + 1) {
+                    self.buffer.extend(news.events.iter().cloned());
+                    continue;
                 }
+                if news.events.last().is_none_or(|e| e.seq <= self.after) {
+                    self.watch.changed().await;
+                    continue;
+                }
+                // Behind: what came before it is read from the store.
             }
             if self.fill().await? {
                 continue;
