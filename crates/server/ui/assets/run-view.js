@@ -492,10 +492,10 @@ export function mountRun(main, id) {
       if (!s || destroyed) return;
       run.session = s;
       if (typeof (s.settings || {}).require_approval === 'boolean') run.requireApproval = s.settings.require_approval;
-      if (!run.query && s.query) {
-        run.query = s.query;
-        drawStatus();
-      }
+      if (!run.query && s.query) run.query = s.query;
+      // Always redrawn: the header shows what the run follows up, and once a session is
+      // known no later plan event reads it again.
+      drawStatus();
       planKey = '';
       drawPlan();
     }).catch(() => {});
