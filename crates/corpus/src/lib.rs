@@ -377,31 +377,53 @@ impl Corpus {
             .map(|t| fts_phrase(t))
             .collect::<Vec<_>>()
             .join(" OR ");
-        // Ranking first, without snippets: a snippet re-reads and re-tokenizes its passage,
-        // so only the few passages kept get one.
-        let rows = sqlx::query(
-            "SELECT rowid, path, hash, bm25(passages, 0.0, 1.0, 1.5, 1.0, 0.0) AS score \
-             FROM passages WHERE passages MATCH ? ORDER BY score, path LIMIT ?",
-        )
-        .bind(&expr)
-        .bind((limit * 20).clamp(50, 2000) as i64)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| index_err(&self.index_path, e))?;
+        // Ranking first, by score alone: reading a passage's stored columns (its path, its
+        // hash) costs more than scoring it, so only the passages looked at are read, a few at
+        // a time; snippets (a re-read and re-tokenizing) only for those kept.
+        let wanted = (limit * 20).clamp(50, 2000);
+        let ranked = self.ranked(&expr, wanted).await?;
         let aggregates = self.aggregates().await?;
         let mut kept: Vec<(i64, f64)> = Vec::new();
         let mut docs = HashSet::new();
         let mut passages = HashSet::new();
-        for r in rows {
-            let path: String = r.get(1);
-            let hash: String = r.get(2);
-            if aggregates.contains(&path) || !passages.insert(hash) || !docs.insert(path) {
-                continue;
+        let (mut next, mut looked) = (0, 0);
+        'reading: while next < ranked.len() {
+            // A batch ends where the score changes: passages of one score go by path.
+            let mut end = (next + (4 * limit).max(16)).min(ranked.len());
+            while end < ranked.len() && ranked[end].1 == ranked[end - 1].1 {
+                end += 1;
             }
-            kept.push((r.get(0), -r.get::<f64, _>(3)));
-            if kept.len() == limit {
-                break;
+            let scores: HashMap<i64, f64> = ranked[next..end].iter().copied().collect();
+            let ids =
+                serde_json::to_string(&ranked[next..end].iter().map(|r| r.0).collect::<Vec<_>>())
+                    .unwrap_or_else(|_| "[]".into());
+            let mut batch: Vec<(i64, String, String)> = sqlx::query_as(
+                "SELECT rowid, path, hash FROM passages \
+                 WHERE rowid IN (SELECT value FROM json_each(?))",
+            )
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| index_err(&self.index_path, e))?;
+            batch.sort_by(|a, b| {
+                scores[&a.0]
+                    .total_cmp(&scores[&b.0])
+                    .then_with(|| a.1.cmp(&b.1))
+            });
+            for (rowid, path, hash) in batch {
+                looked += 1;
+                if looked > wanted {
+                    break 'reading;
+                }
+                if aggregates.contains(&path) || !passages.insert(hash) || !docs.insert(path) {
+                    continue;
+                }
+                kept.push((rowid, -scores[&rowid]));
+                if kept.len() == limit {
+                    break 'reading;
+                }
             }
+            next = end;
         }
         // The snippets of the passages kept, in one statement.
         let ids = serde_json::to_string(&kept.iter().map(|(id, _)| *id).collect::<Vec<_>>())
@@ -433,6 +455,35 @@ impl Corpus {
             });
         }
         Ok(hits)
+    }
+
+    /// The passages matching `expr`, best first by BM25 score (rowid and score): the first
+    /// `wanted`, and any after them with the same score as the last (a tie is read whole, for
+    /// the caller to order by path).
+    async fn ranked(&self, expr: &str, wanted: usize) -> Result<Vec<(i64, f64)>, CorpusError> {
+        let mut take = wanted + 1;
+        loop {
+            let mut rows: Vec<(i64, f64)> = sqlx::query_as(
+                "SELECT rowid, bm25(passages, 0.0, 1.0, 1.5, 1.0, 0.0) AS score \
+                 FROM passages WHERE passages MATCH ? ORDER BY score LIMIT ?",
+            )
+            .bind(expr)
+            .bind(take as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| index_err(&self.index_path, e))?;
+            // Fewer than asked: every match is here.
+            if rows.len() < take {
+                return Ok(rows);
+            }
+            let tie = rows[wanted - 1].1;
+            if rows[take - 1].1 != tie {
+                rows.retain(|r| r.1 <= tie);
+                return Ok(rows);
+            }
+            // The tie runs on past what was read: read further (at most up to every match).
+            take *= 2;
+        }
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, PassageCounts> {

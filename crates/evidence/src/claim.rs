@@ -4,7 +4,7 @@
 //! and most content terms must be there. Rules, not a model: the same input gives the same
 //! verdict in every process, so a resumed run decides exactly as an uninterrupted one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -104,37 +104,45 @@ pub fn best_span(claim: &str, doc: &ParsedDoc, page: Option<u32>) -> Option<Span
 }
 
 /// A document's sentences (on one page, when given) with the terms and numbers of each, read
-/// once: checking many claims against one document then costs a lookup per sentence, not a
-/// new reading of the whole document per claim.
+/// once: checking many claims against one document then looks up the claim's terms, not
+/// every sentence of the document per claim.
 pub struct DocSentences {
-    blocks: Vec<ReadBlock>,
+    /// Every sentence kept, in document order.
+    sentences: Vec<String>,
+    /// Per sentence: its block (windows never cross one), its length in chars, its page.
+    meta: Vec<SentenceMeta>,
+    /// Each term and number ("#42") to the sentences holding it, in document order.
+    postings: HashMap<String, Vec<u32>>,
 }
 
-/// A block's sentences, the terms and numbers of each, and its page.
-struct ReadBlock {
-    sentences: Vec<String>,
-    features: Vec<BTreeSet<String>>,
+struct SentenceMeta {
+    block: u32,
+    chars: u32,
     page: Option<u32>,
 }
 
 impl DocSentences {
     pub fn of(doc: &ParsedDoc, page: Option<u32>) -> DocSentences {
-        let blocks = sentence_blocks(doc, page)
-            .into_iter()
-            .map(|b| {
-                let features = b
-                    .sentences
-                    .iter()
-                    .map(|s| features(&plain_text(s)))
-                    .collect();
-                ReadBlock {
-                    sentences: b.sentences,
-                    features,
-                    page: b.page,
+        let mut out = DocSentences {
+            sentences: Vec::new(),
+            meta: Vec::new(),
+            postings: HashMap::new(),
+        };
+        for (b, block) in sentence_blocks(doc, page).into_iter().enumerate() {
+            for sentence in block.sentences {
+                let at = out.sentences.len() as u32;
+                for term in features(&plain_text(&sentence)) {
+                    out.postings.entry(term).or_default().push(at);
                 }
-            })
-            .collect();
-        DocSentences { blocks }
+                out.meta.push(SentenceMeta {
+                    block: b as u32,
+                    chars: sentence.chars().count() as u32,
+                    page: block.page,
+                });
+                out.sentences.push(sentence);
+            }
+        }
+        out
     }
 
     /// [`best_span`] over these sentences.
@@ -143,37 +151,61 @@ impl DocSentences {
         if claim_terms.is_empty() {
             return None;
         }
-        // (covered, chars, first and last sentence, page); strictly better replaces, so the
-        // first of equals stays.
-        let mut best: Option<(usize, usize, &[String], Option<u32>)> = None;
-        for block in &self.blocks {
-            let (sents, page) = (&block.sentences, &block.page);
-            let found: Vec<BTreeSet<&String>> = block
-                .features
-                .iter()
-                .map(|t| claim_terms.iter().filter(|c| t.contains(*c)).collect())
-                .collect();
-            for start in 0..sents.len() {
-                let mut covered: BTreeSet<&String> = BTreeSet::new();
-                let mut chars = 0;
-                for end in start..(start + MAX_WINDOW).min(sents.len()) {
-                    covered.extend(found[end].iter().copied());
-                    chars += sents[end].chars().count() + usize::from(end > start);
-                    let better = match &best {
-                        None => !covered.is_empty(),
-                        Some((c, n, ..)) => {
-                            covered.len() > *c || (covered.len() == *c && chars < *n)
-                        }
-                    };
-                    if better {
-                        best = Some((covered.len(), chars, &sents[start..=end], *page));
+        // The sentences holding any of the claim's terms, each with which (by index).
+        let mut hits: Vec<(u32, u32)> = Vec::new();
+        for (i, term) in claim_terms.iter().enumerate() {
+            if let Some(at) = self.postings.get(term) {
+                hits.extend(at.iter().map(|&s| (s, i as u32)));
+            }
+        }
+        hits.sort_unstable();
+        let mut holding: Vec<(u32, Vec<u32>)> = Vec::new();
+        for (s, term) in hits {
+            match holding.last_mut() {
+                Some((last, terms)) if *last == s => terms.push(term),
+                _ => holding.push((s, vec![term])),
+            }
+        }
+        // Windows of up to MAX_WINDOW sentences within a block, by coverage of the claim's
+        // terms, then fewer chars, then the first. A window that starts or ends on a sentence
+        // with none of them is beaten by the same window without it, so only windows from a
+        // holding sentence to a holding sentence are weighed, in the order of all windows.
+        let mut seen = vec![usize::MAX; claim_terms.len()];
+        // (covered, chars, first and last sentence)
+        let mut best: Option<(usize, usize, usize, usize)> = None;
+        for (k, (start, _)) in holding.iter().enumerate() {
+            let start = *start as usize;
+            let block = self.meta[start].block;
+            let mut covered = 0;
+            for (end, terms) in &holding[k..] {
+                let end = *end as usize;
+                if end >= start + MAX_WINDOW || self.meta[end].block != block {
+                    break;
+                }
+                for &t in terms {
+                    if seen[t as usize] != k {
+                        seen[t as usize] = k;
+                        covered += 1;
                     }
+                }
+                // The window's sentences joined by one space each.
+                let chars = self.meta[start..=end]
+                    .iter()
+                    .map(|m| m.chars as usize)
+                    .sum::<usize>()
+                    + (end - start);
+                let better = match best {
+                    None => true,
+                    Some((c, n, ..)) => covered > c || (covered == c && chars < n),
+                };
+                if better {
+                    best = Some((covered, chars, start, end));
                 }
             }
         }
-        best.map(|(_, _, window, page)| Span {
-            text: window.join(" "),
-            page,
+        best.map(|(_, _, start, end)| Span {
+            text: self.sentences[start..=end].join(" "),
+            page: self.meta[start].page,
         })
     }
 

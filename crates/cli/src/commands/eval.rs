@@ -53,6 +53,9 @@ struct Row {
     sources_cited: usize,
     sources_read: usize,
     elapsed_ms: u128,
+    /// CPU the whole process spent (every thread) while the run was in flight; the checking
+    /// done here afterwards is not in it.
+    cpu_ms: f64,
     tokens: u64,
     /// The report's sources, as pages of the corpus where they are in it.
     cited: Vec<String>,
@@ -117,9 +120,11 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for (i, q) in questions.iter().enumerate() {
         let started = Instant::now();
+        let cpu_before = process_cpu_ms();
         let run = research.start(q, Some(settings.clone())).await?;
         let status = research.engine.drive_run(&run.id).await?;
         let elapsed_ms = started.elapsed().as_millis();
+        let cpu_ms = process_cpu_ms() - cpu_before;
         let record = store
             .get_run(&run.id)
             .await?
@@ -145,6 +150,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             sources_cited: state.report.sources.len(),
             sources_read: state.sources.iter().filter(|s| s.status == "read").count(),
             elapsed_ms,
+            cpu_ms,
             tokens: state.tokens_used,
             cited: state
                 .report
@@ -163,6 +169,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     }
     let failed = rows.iter().filter(|r| r.ok.is_err()).count();
     let time: u128 = rows.iter().map(|r| r.elapsed_ms).sum();
+    let cpu_ms: f64 = rows.iter().map(|r| r.cpu_ms).sum();
     let tokens: u64 = rows.iter().map(|r| r.tokens).sum();
     let mut fact_totals = FactTotals::default();
     for f in rows.iter().filter_map(|r| r.facts.as_ref()) {
@@ -180,7 +187,8 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
                        "claim_sentences": r.check.claim_sentences,
                        "precision": r.check.precision(), "recall": r.check.recall(),
                        "sources_cited": r.sources_cited,
-                       "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms, "tokens": r.tokens});
+                       "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms,
+                       "cpu_ms": r.cpu_ms, "tokens": r.tokens});
                 if let (Some(f), Some(set)) = (&r.facts, &key_facts) {
                     row["key_facts"] = fact_json(f, &set[i]);
                     row["pages_cited"] = json!(r.cited);
@@ -194,7 +202,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             "cited_sentences": total.cited_sentences, "supported": total.supported,
             "claim_sentences": total.claim_sentences,
             "precision": total.precision(), "recall": total.recall(),
-            "elapsed_ms": time, "tokens": tokens}});
+            "elapsed_ms": time, "cpu_ms": cpu_ms, "tokens": tokens}});
         if key_facts.is_some() {
             out["overall"]["key_facts"] = json!({
                 "questions": fact_totals.questions, "expected": fact_totals.expected,
@@ -206,7 +214,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
         println!("mode: {mode}");
         for (i, r) in rows.iter().enumerate() {
             println!(
-                "{}\n  {}citations {}, fabricated {} ({:.1}%), {}, sources {} cited of {} read, {:.1} s, {} tokens",
+                "{}\n  {}citations {}, fabricated {} ({:.1}%), {}, sources {} cited of {} read, {:.1} s ({:.0} ms CPU), {} tokens",
                 r.question,
                 match &r.ok {
                     Ok(()) => String::new(),
@@ -219,6 +227,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
                 r.sources_cited,
                 r.sources_read,
                 r.elapsed_ms as f64 / 1000.0,
+                r.cpu_ms,
                 r.tokens
             );
             if let (Some(f), Some(set)) = (&r.facts, &key_facts) {
@@ -226,7 +235,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             }
         }
         println!(
-            "overall: {} runs ({failed} failed), citations {}, fabricated {} ({:.1}%), {}, {:.1} s, {tokens} tokens",
+            "overall: {} runs ({failed} failed), citations {}, fabricated {} ({:.1}%), {}, {:.1} s ({cpu_ms:.0} ms CPU), {tokens} tokens",
             rows.len(),
             total.markers,
             total.fabricated,
@@ -251,6 +260,17 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// User + system CPU time of this process so far, every thread counted, in ms.
+fn process_cpu_ms() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    ms(u.ru_utime) + ms(u.ru_stime)
 }
 
 /// "precision 4/9 (44%), recall 4/10 (40%)": the counts behind each ratio, so a reader sees
