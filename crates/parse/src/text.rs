@@ -1,6 +1,8 @@
 //! Text primitives shared by the index, the planner and the writer: terms, sentences, and
 //! Markdown reduced to headed blocks of inline-safe text.
 
+use std::borrow::Cow;
+
 use pulldown_cmark::{Event as Md, HeadingLevel, Options, Parser, Tag, TagEnd};
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -27,24 +29,43 @@ pub fn is_stopword(word: &str) -> bool {
 /// Lower-cased words of `text` (letters, digits, and inner `_`), in order. A Markdown escape
 /// is not a break: `lru\_cache` in parsed text is the word `lru_cache` a question names.
 pub fn words(text: &str) -> Vec<String> {
+    word_pieces(text).map(Cow::into_owned).collect()
+}
+
+/// [`words`], each borrowed from `text` where it needs no change (most words hold no escape
+/// and no capital), so a caller that drops some allocates none for them.
+fn word_pieces(text: &str) -> impl Iterator<Item = Cow<'_, str>> {
     text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\\'))
         .filter_map(|w| {
-            // Most words hold no escape and no capital: one allocation, not three.
             let w = if w.contains('\\') {
-                std::borrow::Cow::Owned(w.replace('\\', ""))
+                Cow::Owned(w.replace('\\', ""))
             } else {
-                std::borrow::Cow::Borrowed(w)
+                Cow::Borrowed(w)
             };
-            let w = w.trim_matches('_');
-            if w.is_empty() {
-                None
-            } else if w.chars().all(lower_already) {
-                Some(w.to_string())
-            } else {
-                Some(w.to_lowercase())
+            let trimmed = w.trim_matches('_');
+            if trimmed.is_empty() {
+                return None;
             }
+            let lower = !trimmed.chars().all(lower_already);
+            Some(match w {
+                Cow::Borrowed(b) => {
+                    let t = b.trim_matches('_');
+                    if lower {
+                        Cow::Owned(t.to_lowercase())
+                    } else {
+                        Cow::Borrowed(t)
+                    }
+                }
+                Cow::Owned(o) => {
+                    let t = o.trim_matches('_');
+                    Cow::Owned(if lower {
+                        t.to_lowercase()
+                    } else {
+                        t.to_string()
+                    })
+                }
+            })
         })
-        .collect()
 }
 
 /// Whether lower-casing leaves `c` as it is.
@@ -84,8 +105,7 @@ pub fn stem(word: &str) -> String {
 
 /// Content terms of `text`: stemmed words without stopwords or one-letter noise.
 pub fn terms(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = words(text)
-        .into_iter()
+    let mut out: Vec<String> = word_pieces(text)
         .filter(|w| w.chars().count() > 1 && !is_stopword(w))
         .map(|w| stem(&w))
         .collect();
