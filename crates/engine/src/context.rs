@@ -323,7 +323,7 @@ impl<S: Serialize + Clone> Ctx<S> {
             .journal_put(&p.lease, p.scope, key, &json, &events)
             .instrument(span)
             .await?;
-        self.announce(last_seq);
+        self.announce(&events, last_seq);
         let done = {
             let mut b = self.lock();
             b.calls_done += 1;
@@ -373,7 +373,7 @@ impl<S: Serialize + Clone> Ctx<S> {
         };
         let started = std::mem::take(events);
         let last = p.store.append_stream(&p.lease, &started).await?;
-        self.announce(last);
+        self.announce(&started, last);
         let work = f();
         tokio::pin!(work);
         let value = loop {
@@ -382,7 +382,7 @@ impl<S: Serialize + Clone> Ctx<S> {
                 () = tokio::time::sleep(LIVE_FLUSH) => {
                     let batch = tick()?;
                     let last = p.store.append_stream(&p.lease, &batch).await?;
-                    self.announce(last);
+                    self.announce(&batch, last);
                 }
             }
         };
@@ -391,11 +391,16 @@ impl<S: Serialize + Clone> Ctx<S> {
         Ok(Journaled::Fresh(value))
     }
 
-    /// Tells this process's stream readers that events up to `last_seq` are stored.
-    fn announce(&self, last_seq: Option<i64>) {
-        if last_seq.is_some() {
-            self.parts.signals.raise(&self.parts.lease.run_id);
-        }
+    /// Tells this process's stream readers that `events`, the last numbered `last_seq`, are
+    /// stored; they take them from here rather than read them back.
+    fn announce(&self, events: &[Envelope], last_seq: Option<i64>) {
+        let Some(last) = last_seq else {
+            return;
+        };
+        let first = last + 1 - events.len() as i64;
+        self.parts.signals.publish(&self.parts.lease.run_id, || {
+            crate::signal::News::stored(events, first..)
+        });
     }
 
     /// Returns the oldest undelivered external event of type `E`, consuming it when the step

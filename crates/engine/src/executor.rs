@@ -17,8 +17,7 @@ use crate::event::{
 use crate::signal::{News, Signals};
 use crate::store::{
     CancelOutcome, Claimed, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent, RunRecord,
-    RunStatus, RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, StoredEvent,
-    SuspendOutcome, now_ms,
+    RunStatus, RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
 };
 use crate::telemetry::{self, RunTracer};
 use crate::workflow::{ErasedWorkflow, StartRefusal, Stopped, Stored};
@@ -179,19 +178,7 @@ impl Engine {
                 StepOutcome::Completed(env) => Some(env),
                 StepOutcome::Failed { event, .. } => Some(event),
             };
-            let created_at = now_ms();
-            let events: Vec<StoredEvent> = commit
-                .stream
-                .iter()
-                .chain(last)
-                .zip(seqs)
-                .map(|(envelope, &seq)| StoredEvent {
-                    seq,
-                    envelope: envelope.clone(),
-                    created_at,
-                })
-                .collect();
-            News { events }
+            News::stored(commit.stream.iter().chain(last), seqs.iter().copied())
         });
     }
 

@@ -10,11 +10,12 @@ use std::sync::{Arc, Weak};
 
 use crate::error::EngineError;
 use crate::executor::Engine;
-use crate::signal::RunWatch;
+use crate::signal::{Look, RunWatch};
 use crate::store::{RunHead, RunRecord, StoreError, StoredEvent, now_ms};
 
 /// Stream events read from the store per query.
 const PAGE: i64 = 256;
+const PAGE_LEN: usize = PAGE as usize;
 
 /// A run's stream from a position: [`Follower::next`] gives each event once, in order, and
 /// `None` after the stop event or once the run has ended and everything was read.
@@ -25,6 +26,9 @@ pub struct Follower {
     buffer: VecDeque<StoredEvent>,
     watch: RunWatch,
     ended: bool,
+    /// Everything committed before the last look at the signal has been read (or taken from
+    /// news): until the signal is raised again there is nothing to read.
+    synced: bool,
 }
 
 impl Follower {
@@ -45,23 +49,35 @@ impl Follower {
                 return Ok(None);
             }
             // Seen before looking: a commit after the look raises the signal again.
-            let news = self.watch.take_news();
-            if let Some(news) = news {
-                // A step commit here said what it stored: taken from memory when it follows
-                // on from this reader's position; nothing to read when it holds nothing new.
-                if news.events.first().map(|e| e.seq) == Some(self.after + 1) {
+            match self.watch.look() {
+                // A step commit or call here said what it stored: taken from memory when it
+                // follows on from this reader's position; nothing to read when it holds
+                // nothing new. Behind it, what came before is read from the store.
+                Look::News(news) if news.events.first().map(|e| e.seq) == Some(self.after + 1) => {
                     self.buffer.extend(news.events.iter().cloned());
+                    self.synced = true;
                     continue;
                 }
-                if news.events.last().is_none_or(|e| e.seq <= self.after) {
+                Look::News(news) if news.events.last().is_none_or(|e| e.seq <= self.after) => {
                     self.watch.changed().await;
                     continue;
                 }
-                // Behind: what came before it is read from the store.
+                Look::Unchanged if self.synced => {
+                    self.watch.changed().await;
+                    continue;
+                }
+                _ => {}
             }
-            if self.fill().await? {
-                continue;
+            match self.fill().await? {
+                // A whole page: there may be more.
+                PAGE_LEN.. => continue,
+                1.. => {
+                    self.synced = true;
+                    continue;
+                }
+                0 => {}
             }
+            self.synced = true;
             // Every way a run ends streams a stop event, which `take` sees; the run is read
             // only to notice one that vanished or ended before this reader came.
             // Its head only: not its state, which may be large and is of no use here.
@@ -85,7 +101,7 @@ impl Follower {
             while let Some(ev) = self.take() {
                 out.push(ev);
             }
-            if self.ended || !self.fill().await? {
+            if self.ended || self.fill().await? == 0 {
                 return Ok(out);
             }
         }
@@ -101,16 +117,16 @@ impl Follower {
         Some(ev)
     }
 
-    /// Reads the next page; false when nothing new was committed.
-    async fn fill(&mut self) -> Result<bool, StoreError> {
+    /// Reads the next page; how many events it held (none: nothing new was committed).
+    async fn fill(&mut self) -> Result<usize, StoreError> {
         let batch = self
             .engine
             .store()
             .events_after(&self.run_id, self.after, PAGE)
             .await?;
-        let any = !batch.is_empty();
+        let read = batch.len();
         self.buffer.extend(batch);
-        Ok(any)
+        Ok(read)
     }
 }
 
@@ -124,6 +140,7 @@ impl Engine {
             after,
             buffer: VecDeque::new(),
             ended: false,
+            synced: false,
         }
     }
 

@@ -16,6 +16,35 @@ pub(crate) struct News {
     pub(crate) events: Vec<StoredEvent>,
 }
 
+impl News {
+    /// The news of `events` just stored under the sequence numbers `seqs`, pairwise.
+    pub(crate) fn stored<'a>(
+        events: impl IntoIterator<Item = &'a crate::Envelope>,
+        seqs: impl IntoIterator<Item = i64>,
+    ) -> News {
+        // The clock here, not the database's: readers are not shown `created_at`.
+        let created_at = crate::store::now_ms();
+        News {
+            events: events
+                .into_iter()
+                .zip(seqs)
+                .map(|(envelope, seq)| StoredEvent {
+                    seq,
+                    envelope: envelope.clone(),
+                    created_at,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What a watcher learns when it looks ([`RunWatch::look`]).
+pub(crate) enum Look {
+    Unchanged,
+    News(Arc<News>),
+    Changed,
+}
+
 /// A run's signal: bumped on every change; with the news when a step commit here made it
 /// (None when the change came from elsewhere or says nothing of the stream).
 type Signal = (u64, Option<Arc<News>>);
@@ -104,19 +133,23 @@ impl RunWatch {
     /// Marks everything raised so far as seen: call before looking at the run, so a change
     /// made after the look wakes [`RunWatch::changed`].
     pub fn mark_seen(&mut self) {
-        self.take_news();
+        self.look();
     }
 
-    /// [`RunWatch::mark_seen`], returning the news of what changed since the last look if
-    /// that was exactly one step commit in this process (none when there was anything else,
-    /// more, or nothing: then the store tells).
-    pub(crate) fn take_news(&mut self) -> Option<Arc<News>> {
+    /// [`RunWatch::mark_seen`], saying what changed since the last look: nothing; exactly
+    /// one commit in this process, with its news; or anything else (more, news from
+    /// elsewhere, everyone woken), which the store tells.
+    pub(crate) fn look(&mut self) -> Look {
         let everyone = self.all.has_changed().unwrap_or(false);
         self.all.borrow_and_update();
         let (count, news) = self.run.borrow_and_update().clone();
-        let one_change = count == self.seen.wrapping_add(1);
+        let changes = count.wrapping_sub(self.seen);
         self.seen = count;
-        news.filter(|_| one_change && !everyone)
+        match (changes, news) {
+            (0, _) if !everyone => Look::Unchanged,
+            (1, Some(news)) if !everyone => Look::News(news),
+            _ => Look::Changed,
+        }
     }
 
     /// Waits until the run's signal (or the everyone signal) is raised after the last
@@ -192,28 +225,33 @@ mod tests {
                 created_at: 0,
             }],
         };
-        assert!(w.take_news().is_none(), "nothing happened yet");
+        assert!(matches!(w.look(), Look::Unchanged), "nothing happened yet");
         signals.publish("a", || news(0));
-        let got = w.take_news().expect("one commit's news");
-        assert_eq!(got.events[0].seq, 0);
+        match w.look() {
+            Look::News(got) => assert_eq!(got.events[0].seq, 0),
+            _ => panic!("one commit: its news"),
+        }
+        assert!(matches!(w.look(), Look::Unchanged), "nothing since");
         signals.publish("a", || news(1));
         signals.publish("a", || news(2));
         assert!(
-            w.take_news().is_none(),
+            matches!(w.look(), Look::Changed),
             "two commits: the reader looks at the store"
         );
         signals.raise("a");
         assert!(
-            w.take_news().is_none(),
+            matches!(w.look(), Look::Changed),
             "a change from elsewhere says nothing"
         );
         signals.publish("a", || news(3));
         signals.raise_all();
-        assert!(w.take_news().is_none(), "everyone was asked to look");
-        let mut late = signals.watch("a");
         assert!(
-            late.take_news().is_none(),
-            "a new watcher reads from the store first"
+            matches!(w.look(), Look::Changed),
+            "everyone was asked to look"
         );
+        // A new watcher has seen nothing yet: its reader reads the store first whatever the
+        // signal says.
+        let mut late = signals.watch("a");
+        assert!(matches!(late.look(), Look::Unchanged));
     }
 }
