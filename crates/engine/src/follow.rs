@@ -54,7 +54,7 @@ impl Follower {
                     continue;
                 }
                 if news.events.last().is_none_or(|e| e.seq <= self.after) {
-                    self.watch.changed().await;
+                    self.wait().await;
                     continue;
                 }
                 // Behind: what came before it is read from the store.
@@ -72,9 +72,18 @@ impl Follower {
             if ended {
                 self.ended = true;
             } else {
-                self.watch.changed().await;
+                self.wait().await;
             }
         }
+    }
+
+    /// Waits for the run's signal with nothing buffered and no buffer held: a page read from
+    /// the store leaves its capacity behind (about 1 kB), and a reader may wait for days at
+    /// an approval gate.
+    async fn wait(&mut self) {
+        debug_assert!(self.buffer.is_empty());
+        self.buffer = VecDeque::new();
+        self.watch.changed().await;
     }
 
     /// Every event committed so far and not yet handed out, without waiting.
