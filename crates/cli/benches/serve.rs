@@ -694,11 +694,11 @@ mod shape {
         let _worker = tokio::spawn(engine.clone().run_worker(stop_rx));
         let _relay = store.relay_changes(engine.clone());
         println!("fathom shape: serving deployment on http://{addr}");
-        axum::serve(
-            fathom_server::listener(listener),
-            fathom_server::router(state).into_make_service(),
+        fathom_server::serve(
+            listener,
+            fathom_server::router(state),
+            std::future::pending(),
         )
-        .await
-        .expect("serve");
+        .await;
     }
 }

@@ -59,11 +59,11 @@ impl Follower {
                     continue;
                 }
                 Look::News(news) if news.events.last().is_none_or(|e| e.seq <= self.after) => {
-                    self.watch.changed().await;
+                    self.wait().await;
                     continue;
                 }
                 Look::Unchanged if self.synced => {
-                    self.watch.changed().await;
+                    self.wait().await;
                     continue;
                 }
                 _ => {}
@@ -88,9 +88,18 @@ impl Follower {
             if ended {
                 self.ended = true;
             } else {
-                self.watch.changed().await;
+                self.wait().await;
             }
         }
+    }
+
+    /// Waits for the run's signal with nothing buffered and no buffer held: a page read from
+    /// the store leaves its capacity behind (about 1 kB), and a reader may wait for days at
+    /// an approval gate.
+    async fn wait(&mut self) {
+        debug_assert!(self.buffer.is_empty());
+        self.buffer = VecDeque::new();
+        self.watch.changed().await;
     }
 
     /// Every event committed so far and not yet handed out, without waiting.

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use std::future::IntoFuture as _;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -205,19 +204,12 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     );
     let (closed_tx, mut closed_rx) = watch::channel(false);
-    // One router for every connection: served as a plain `Router`, axum rebuilds every route
-    // for each connection it accepts (`with_state` on a clone), some 70 kB held per open
-    // connection with this API, 700 MB for 10,000 event streams.
-    let server = tokio::spawn(
-        axum::serve(
-            fathom_server::listener(listener),
-            router.into_make_service(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = closed_rx.wait_for(|c| *c).await;
-        })
-        .into_future(),
-    );
+    // One router for every connection (a clone shares it): axum's `with_state` on a clone for
+    // each connection rebuilt every route, some 70 kB held per open connection with this API,
+    // 700 MB for 10,000 event streams.
+    let server = tokio::spawn(fathom_server::serve(listener, router, async move {
+        let _ = closed_rx.wait_for(|c| *c).await;
+    }));
     shutdown_signal().await;
     eprintln!("fathom: shutting down: new requests refused, open streams closed");
     // Streams end first so their clients reconnect to a server that stays; the worker
@@ -229,8 +221,8 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     // Requests still running get a little time; the process does not wait on them forever.
     match tokio::time::timeout(Duration::from_secs(5), server).await {
-        Ok(Ok(Err(e))) => eprintln!("fathom: server error while stopping: {e}"),
-        Ok(_) => {}
+        Ok(Err(e)) => eprintln!("fathom: server error while stopping: {e}"),
+        Ok(Ok(())) => {}
         Err(_) => eprintln!("fathom: requests still open after 5s; stopping anyway"),
     }
     if let Some(t) = relay {
