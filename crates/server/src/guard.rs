@@ -105,9 +105,13 @@ pub(crate) async fn refuse_foreign_web_requests(
     next.run(req).await
 }
 
-/// A body whose declared length is over the limit is refused before a byte of it is read
-/// (a client that sent `Expect: 100-continue` is told not to send it). Bodies that do not
-/// declare their length are cut off at the limit as they are read.
+/// A body whose declared length is over the limit is refused without being kept (a client
+/// that sent `Expect: 100-continue` is told not to send it). Bodies that do not declare their
+/// length are cut off at the limit as they are read.
+///
+/// A refused body up to [`DRAIN_MAX`] is read and dropped before the answer goes out (for at
+/// most [`DRAIN_TIME`]): a connection closed with bytes of the request still unread is reset,
+/// and the reset can reach the client before it has read the 413, which it then never sees.
 pub(crate) async fn refuse_declared_oversize(
     State(state): State<Arc<AppState>>,
     req: Request,
@@ -118,15 +122,33 @@ pub(crate) async fn refuse_declared_oversize(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > state.config.body_limit as u64) {
-        return ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request body is larger than the server accepts",
-        )
-        .into_response();
+    let Some(declared) = declared.filter(|n| *n > state.config.body_limit as u64) else {
+        return next.run(req).await;
+    };
+    let waits_for_go_ahead = req
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if !waits_for_go_ahead && declared <= DRAIN_MAX {
+        let mut body = req.into_body().into_data_stream();
+        // Bounded by DRAIN_MAX bytes (the declared length) and by DRAIN_TIME.
+        let _ = tokio::time::timeout(DRAIN_TIME, async {
+            use futures_util::StreamExt as _;
+            while let Some(Ok(_)) = body.next().await {}
+        })
+        .await;
     }
-    next.run(req).await
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "request body is larger than the server accepts",
+    )
+    .into_response()
 }
+
+/// The largest refused body read through before answering (see [`refuse_declared_oversize`]).
+const DRAIN_MAX: u64 = 8 * 1024 * 1024;
+/// How long a refused body is read at most before answering.
+const DRAIN_TIME: Duration = Duration::from_secs(5);
 
 pub(crate) fn cors(configured: Vec<String>) -> CorsLayer {
     // The allowed origin is echoed: `*` is not allowed with credentials, and the UI's

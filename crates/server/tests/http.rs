@@ -116,14 +116,10 @@ async fn server_with(opts: Opts) -> Server {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stop_rx) = watch::channel(false);
     let mut shut = stop_rx.clone();
-    tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = shut.changed().await;
-            })
-            .await
-            .unwrap();
-    });
+    // Served as `fathom serve` serves it.
+    tokio::spawn(fathom_server::serve(listener, app, async move {
+        let _ = shut.changed().await;
+    }));
     if opts.drive {
         tokio::spawn(research.engine.clone().run_worker(stop_rx));
     }
