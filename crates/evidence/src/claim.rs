@@ -4,6 +4,7 @@
 //! and most content terms must be there. Rules, not a model: the same input gives the same
 //! verdict in every process, so a resumed run decides exactly as an uninterrupted one.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
@@ -417,19 +418,28 @@ struct Num {
 /// The numbers of `text`: "1,000" as 1000, "2.50" as 2.5, "50%" and "50 percent" marked as
 /// percentages, "three" as 3. Digits inside identifiers ("x86_64", "v1.2") are not numbers.
 fn numbers(text: &str) -> BTreeSet<Num> {
-    let tokens: Vec<String> = text
+    let tokens: Vec<&str> = text
         .split(|c: char| c.is_whitespace() || matches!(c, '-' | '–' | '—' | '/' | '~'))
         .map(|t| {
             t.trim_start_matches(|c: char| !c.is_alphanumeric())
                 .trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '%'))
-                .to_string()
         })
         .filter(|t| !t.is_empty())
         .collect();
-    let lower: Vec<String> = tokens.iter().map(|t| t.to_lowercase()).collect();
+    // Most tokens are lower-case ASCII already: borrowed, not copied.
+    let lower: Vec<Cow<str>> = tokens
+        .iter()
+        .map(|t| {
+            if t.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+                Cow::Borrowed(*t)
+            } else {
+                Cow::Owned(t.to_lowercase())
+            }
+        })
+        .collect();
     let mut out = BTreeSet::new();
     for (i, tok) in tokens.iter().enumerate() {
-        let next = lower.get(i + 1).map(String::as_str);
+        let next = lower.get(i + 1).map(|t| t.as_ref());
         if tok.starts_with(|c: char| c.is_ascii_digit()) {
             let digits: String = tok
                 .chars()
@@ -441,7 +451,7 @@ fn numbers(text: &str) -> BTreeSet<Num> {
                 || (rest.is_empty()
                     && (next == Some("percent")
                         || (next == Some("per")
-                            && lower.get(i + 2).map(String::as_str) == Some("cent"))));
+                            && lower.get(i + 2).map(|t| t.as_ref()) == Some("cent"))));
             out.insert(Num {
                 value: normalise_number(digits),
                 percent,
@@ -450,7 +460,7 @@ fn numbers(text: &str) -> BTreeSet<Num> {
             let prev = i
                 .checked_sub(1)
                 .and_then(|p| lower.get(p))
-                .map(String::as_str);
+                .map(|t| t.as_ref());
             let pronoun = lower[i] == "one"
                 && (prev.is_some_and(|p| ONE_AS_PRONOUN_AFTER.contains(&p))
                     || next.is_some_and(|n| ONE_AS_PRONOUN_BEFORE.contains(&n)));

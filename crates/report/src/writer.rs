@@ -6,7 +6,9 @@
 //! "why", both sides for a comparison); a list a chosen item belongs to comes whole; sentences
 //! that only point elsewhere ("In Chapter 4 we ...") or are fragments are never quoted.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::question::{Form, form_of};
 use crate::report::{Patch, Quote, Report, ReportError};
@@ -185,7 +187,7 @@ struct Candidate {
     norm: f64,
     dangling: bool,
     /// The terms of the heading the sentence stands under (with an entry's label).
-    heading_terms: Vec<String>,
+    heading_terms: Arc<[String]>,
     /// The text in lower case, padded with spaces, for phrase tests.
     lower: String,
     narration: bool,
@@ -294,10 +296,12 @@ fn elsewhere(s: &str) -> bool {
 /// A lead-in to a code block or a list the report leaves out ("Syntax errors, also known as
 /// parsing errors, are ...:") still states something when it is a full clause: it is quoted
 /// ending in a full stop. One that only announces ("For example:") stays a fragment.
-fn lead_in_as_statement(s: String) -> String {
+fn lead_in_as_statement(s: &str) -> Cow<'_, str> {
     match s.trim_end().strip_suffix(':') {
-        Some(clause) if alpha_words(clause) >= 6 && !clause.ends_with(':') => format!("{clause}."),
-        _ => s,
+        Some(clause) if alpha_words(clause) >= 6 && !clause.ends_with(':') => {
+            Cow::Owned(format!("{clause}."))
+        }
+        _ => Cow::Borrowed(s),
     }
 }
 
@@ -353,6 +357,15 @@ fn weigh(doc: &ParsedDoc) -> Weighed {
     // Each block is cut into sentences once, for the keys and for the candidates.
     let split: Vec<Vec<String>> = doc.blocks.iter().map(|b| sentences(&b.text)).collect();
     let keys: Vec<String> = split.iter().flatten().map(|s| s.to_lowercase()).collect();
+    // Where each block's sentences start among the keys.
+    let first_key: Vec<usize> = split
+        .iter()
+        .scan(0, |at, block| {
+            let first = *at;
+            *at += block.len();
+            Some(first)
+        })
+        .collect();
     let mut fitting = Vec::new();
     let mut lists_found = 0;
     let in_list = lists(doc, &mut lists_found);
@@ -383,11 +396,12 @@ fn weigh(doc: &ParsedDoc) -> Weighed {
         if let Some((_, label_terms)) = &label {
             heading_terms.extend(label_terms.iter().cloned());
         }
-        for s in &split[b] {
+        // Shared by the block's candidates.
+        let heading_terms: Arc<[String]> = heading_terms.into();
+        for (i, s) in split[b].iter().enumerate() {
             let at = pos;
             pos += 1;
-            let key = s.to_lowercase();
-            let s = lead_in_as_statement(s.clone());
+            let s = lead_in_as_statement(s);
             // A list's items are quoted as they stand (short, perhaps unpunctuated).
             let fits = match list {
                 Some(_) => s.chars().count() <= MAX_CHARS && !elsewhere(&s),
@@ -396,11 +410,13 @@ fn weigh(doc: &ParsedDoc) -> Weighed {
             if !fits {
                 continue;
             }
+            let key = keys[first_key[b] + i].clone();
             let terms = terms(&s);
             if terms.is_empty() {
                 fitting.push((key, list.is_some(), None));
                 continue;
             }
+            let s = s.into_owned();
             // An item without its full stop would run into the next sentence quoted.
             let s = if list.is_some() && !complete(&s) {
                 format!("{}.", s.trim_end_matches([';', ',', ':']))
@@ -672,7 +688,7 @@ pub fn draft_weighed(
     for c in &cands {
         let part = parts.entry(c.part).or_insert_with(|| {
             let mut tf = BTreeMap::new();
-            for t in &c.heading_terms {
+            for t in c.heading_terms.iter() {
                 *tf.entry(t.as_str()).or_insert(0.0) += 1.0;
             }
             Part {
