@@ -23,7 +23,11 @@ const STOPWORDS: &[&str] = &[
 
 /// True for words that carry no topic on their own.
 pub fn is_stopword(word: &str) -> bool {
-    STOPWORDS.binary_search(&word).is_ok()
+    // Asked of every word of every sentence weighed: one hash, not a search of the list.
+    static SET: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    SET.get_or_init(|| STOPWORDS.iter().copied().collect())
+        .contains(word)
 }
 
 /// Lower-cased words of `text` (letters, digits, and inner `_`), in order. A Markdown escape
