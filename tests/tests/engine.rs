@@ -72,6 +72,32 @@ fn gated() -> Arc<dyn ErasedWorkflow> {
         .build()
 }
 
+/// [`gated`] whose answer comes with more notes than a reader reads from the store at once
+/// (a page is 256 events), all in the one commit of the approved step.
+fn gated_long_answer() -> Arc<dyn ErasedWorkflow> {
+    Workflow::<St>::new::<Ask>("gated")
+        .accepts_external::<ApproveEvent>()
+        .step("plan", |ctx: Ctx<St>, _: Ask| async move {
+            ctx.edit_state(|s| s.rounds += 1);
+            ctx.send(Planned {})
+        })
+        .step("await_approval", |ctx: Ctx<St>, _: Planned| async move {
+            let decision = ctx.wait_for::<ApproveEvent>().await?;
+            for i in 0..LONG_ANSWER_NOTES {
+                ctx.write_stream(&Note {
+                    text: format!("note {i}"),
+                })?;
+            }
+            ctx.stop(&Answer {
+                text: decision.feedback.unwrap_or_default(),
+                rounds: ctx.state().rounds,
+            })
+        })
+        .build()
+}
+
+const LONG_ANSWER_NOTES: usize = 300;
+
 fn engine(db: &TestDb, owner: &str, wf: Arc<dyn ErasedWorkflow>) -> Arc<Engine> {
     Arc::new(
         Engine::new(
@@ -496,7 +522,9 @@ async fn journaled_calls_stream_with_their_results(dialect: Dialect) {
 
 /// A reader in one process follows a run that another process drives, woken without
 /// polling per reader: on Postgres by the change feed alone (the reader's own poll interval
-/// is far longer than the test's deadline), on SQLite by the one poller of its process.
+/// is far longer than the test's deadline), on SQLite by the one poller of its process. The
+/// reader has read everything before the approval, and the approved step commits more events
+/// than one read of the store returns: the reader reads on to the end.
 async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
     let db = fresh(dialect).await;
     let reader = Arc::new(
@@ -513,11 +541,11 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
                 ..Default::default()
             },
         )
-        .register(gated()),
+        .register(gated_long_answer()),
     );
     let relay = db.store.relay_changes(reader.clone());
     assert_eq!(relay.is_some(), dialect == Dialect::Postgres);
-    let driver = engine(&db, "driver", gated());
+    let driver = engine(&db, "driver", gated_long_answer());
     let (stop, worker) = run_worker(&driver);
     let run = reader
         .start("gated", json!({"question": "q"}), StartOptions::default())
@@ -529,6 +557,13 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
     })
     .await;
     assert_eq!(parked.status, RunStatus::Waiting);
+    // The reader is in step with the parked run: it read what there was and now waits.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), follower.next())
+            .await
+            .is_err(),
+        "nothing to hand out before the approval"
+    );
     reader
         .send(
             &run.id,
@@ -550,6 +585,7 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
         last = Some(ev.envelope);
     }
     assert_eq!(seqs, (0..seqs.len() as i64).collect::<Vec<_>>(), "gap-free");
+    assert!(seqs.len() > LONG_ANSWER_NOTES, "{} events", seqs.len());
     let last = last.expect("the stream ends with the result");
     assert!(last.is_stop());
     assert_eq!(last.value["text"], json!("from afar"));

@@ -26,8 +26,9 @@ pub struct Follower {
     buffer: VecDeque<StoredEvent>,
     watch: RunWatch,
     ended: bool,
-    /// Everything committed before the last look at the signal has been read (or taken from
-    /// news): until the signal is raised again there is nothing to read.
+    /// In step: everything committed before the last look at the signal has been read (or
+    /// taken from news), so until the signal is raised again there is nothing to read. False
+    /// for a new reader, and from any look that sends it to the store until that read is done.
     synced: bool,
 }
 
@@ -48,17 +49,23 @@ impl Follower {
             if self.ended {
                 return Ok(None);
             }
-            // Seen before looking: a commit after the look raises the signal again.
+            // Seen before looking: a commit after the look raises the signal again. A reader
+            // in step (it read everything there was at its last look) learns from the signal
+            // alone; any other looks at the store, which then says where it stands.
             match self.watch.look() {
-                // A step commit or call here said what it stored: taken from memory when it
-                // follows on from this reader's position; nothing to read when it holds
-                // nothing new. Behind it, what came before is read from the store.
-                Look::News(news) if news.events.first().map(|e| e.seq) == Some(self.after + 1) => {
+                // The one commit since, made here, follows on from this reader's position:
+                // its events are taken from memory.
+                Look::News(news)
+                    if self.synced
+                        && news.events.first().map(|e| e.seq) == Some(self.after + 1) =>
+                {
                     self.buffer.extend(news.events.iter().cloned());
-                    self.synced = true;
                     continue;
                 }
-                Look::News(news) if news.events.last().is_none_or(|e| e.seq <= self.after) => {
+                // It holds nothing this reader has not handed out already.
+                Look::News(news)
+                    if self.synced && news.events.last().is_none_or(|e| e.seq <= self.after) =>
+                {
                     self.wait().await;
                     continue;
                 }
@@ -66,7 +73,9 @@ impl Follower {
                     self.wait().await;
                     continue;
                 }
-                _ => {}
+                // Until a read below succeeds, this reader is not in step: a failed read
+                // (the database away) is read again when the reader is asked again.
+                _ => self.synced = false,
             }
             match self.fill().await? {
                 // A whole page: there may be more.
@@ -77,7 +86,6 @@ impl Follower {
                 }
                 0 => {}
             }
-            self.synced = true;
             // Every way a run ends streams a stop event, which `take` sees; the run is read
             // only to notice one that vanished or ended before this reader came.
             // Its head only: not its state, which may be large and is of no use here.
@@ -85,6 +93,7 @@ impl Follower {
                 None => true,
                 Some(run) => run.status.is_terminal() && self.after >= run.next_seq - 1,
             };
+            self.synced = true;
             if ended {
                 self.ended = true;
             } else {
