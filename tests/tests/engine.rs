@@ -49,50 +49,43 @@ struct St {
 
 /// Plans, waits for approval (re-planning on rejection), then answers.
 fn gated() -> Arc<dyn ErasedWorkflow> {
-    Workflow::<St>::new::<Ask>("gated")
-        .accepts_external::<ApproveEvent>()
-        .step("plan", |ctx: Ctx<St>, _: Ask| async move {
-            ctx.edit_state(|s| s.rounds += 1);
-            ctx.send(Planned {})
-        })
-        .step("await_approval", |ctx: Ctx<St>, _: Planned| async move {
-            let decision = ctx.wait_for::<ApproveEvent>().await?;
-            if decision.approved {
-                let rounds = ctx.state().rounds;
-                ctx.stop(&Answer {
-                    text: decision.feedback.unwrap_or_default(),
-                    rounds,
-                })
-            } else {
-                ctx.send(Ask {
-                    question: "again".into(),
-                })
-            }
-        })
-        .build()
+    gated_noting(0)
 }
 
 /// [`gated`] whose answer comes with more notes than a reader reads from the store at once
 /// (a page is 256 events), all in the one commit of the approved step.
 fn gated_long_answer() -> Arc<dyn ErasedWorkflow> {
+    gated_noting(LONG_ANSWER_NOTES)
+}
+
+/// [`gated`], streaming `notes` notes with its answer.
+fn gated_noting(notes: usize) -> Arc<dyn ErasedWorkflow> {
     Workflow::<St>::new::<Ask>("gated")
         .accepts_external::<ApproveEvent>()
         .step("plan", |ctx: Ctx<St>, _: Ask| async move {
             ctx.edit_state(|s| s.rounds += 1);
             ctx.send(Planned {})
         })
-        .step("await_approval", |ctx: Ctx<St>, _: Planned| async move {
-            let decision = ctx.wait_for::<ApproveEvent>().await?;
-            for i in 0..LONG_ANSWER_NOTES {
-                ctx.write_stream(&Note {
-                    text: format!("note {i}"),
-                })?;
-            }
-            ctx.stop(&Answer {
-                text: decision.feedback.unwrap_or_default(),
-                rounds: ctx.state().rounds,
-            })
-        })
+        .step(
+            "await_approval",
+            move |ctx: Ctx<St>, _: Planned| async move {
+                let decision = ctx.wait_for::<ApproveEvent>().await?;
+                if !decision.approved {
+                    return ctx.send(Ask {
+                        question: "again".into(),
+                    });
+                }
+                for i in 0..notes {
+                    ctx.write_stream(&Note {
+                        text: format!("note {i}"),
+                    })?;
+                }
+                ctx.stop(&Answer {
+                    text: decision.feedback.unwrap_or_default(),
+                    rounds: ctx.state().rounds,
+                })
+            },
+        )
         .build()
 }
 

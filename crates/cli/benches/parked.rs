@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -49,17 +49,10 @@ const RUNNING_RUNS: usize = 20;
 const CLIENTS_PER_RUNNING_RUN: usize = 50;
 
 struct Server {
-    child: Child,
+    child: process::Started,
     api: String,
     base: String,
     log: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -173,7 +166,7 @@ fn start_server(dir: &Path, database: &str, corpus: &Path) -> Server {
     };
     std::thread::spawn(move || for _ in lines {});
     Server {
-        child,
+        child: process::Started(child),
         api: format!("{url}/deployments/deep-research"),
         base: url,
         log,

@@ -20,7 +20,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,16 +37,9 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 struct Server {
     name: &'static str,
-    child: Child,
+    child: process::Started,
     /// Base of the workflows API.
     api: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -88,7 +81,7 @@ fn start(name: &'static str, mut cmd: Command, marker: &str, api_path: &str) -> 
     std::thread::spawn(move || for _ in lines {});
     Server {
         name,
-        child,
+        child: process::Started(child),
         api: format!("{url}{api_path}"),
     }
 }

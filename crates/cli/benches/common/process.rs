@@ -1,8 +1,25 @@
 //! What /proc says of a child process the benchmarks started: resident memory and CPU time.
 //! Shared by the benchmarks that measure a served process (serve, parked).
 
-use std::process::Command;
+use std::process::{Child, Command};
 use std::sync::OnceLock;
+
+/// A server process the benchmark started: killed and reaped when dropped, so a failed
+/// benchmark leaves nothing running.
+pub struct Started(pub Child);
+
+impl Started {
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 /// A numeric field of /proc/PID/status (`VmRSS:`, `VmHWM:`, `Threads:`...); 0 if unreadable.
 pub fn status_field(pid: u32, name: &str) -> u64 {

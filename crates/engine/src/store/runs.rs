@@ -179,8 +179,6 @@ pub enum CancelOutcome {
     AlreadyTerminal(RunStatus),
 }
 
-/// What a step commit gave out: the sequence numbers of its stream events and the ids of
-/// the events it sent to other steps, in the order given.
 /// A run a worker claimed.
 #[derive(Debug, Clone)]
 pub struct Claimed {
@@ -194,6 +192,8 @@ pub struct Claimed {
 /// Pending step events a claim reads with each run it takes.
 pub const CLAIM_INBOX_PAGE: i64 = 64;
 
+/// What a step commit gave out: the sequence numbers of its stream events and the ids of
+/// the events it sent to other steps, in the order given.
 #[derive(Debug, Clone, Default)]
 pub struct Committed {
     pub seqs: Vec<i64>,

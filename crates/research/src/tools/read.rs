@@ -235,7 +235,8 @@ impl Tools {
             .map_err(|e| e.to_string())?
             .ok_or("fetched content is missing from storage")?
             .bytes;
-        self.parse_bytes(raw, bytes)
+        let doc = self.parse_fresh(raw, bytes).await?;
+        self.store_parsed(raw, doc)
             .await
             .map(|(summary, _)| summary)
     }
@@ -271,13 +272,17 @@ impl Tools {
     ) -> ToolResult<(ParsedSummary, Arc<CachedDoc>)> {
         let doc = match self.fetcher.parsed(&raw.url, &raw.file_id).await {
             Some(doc) => doc,
-            None => self
-                .parser
-                .parse(&raw.url, raw.kind, bytes, raw.charset.clone())
-                .await
-                .map_err(|e| format!("{}: {e}", raw.url))?,
+            None => self.parse_fresh(raw, bytes).await?,
         };
         self.store_parsed(raw, doc).await
+    }
+
+    /// Parses `raw`'s bytes (the corpus index, which may hold its parse, was asked first).
+    async fn parse_fresh(&self, raw: &FetchedRef, bytes: Vec<u8>) -> ToolResult<ParsedDoc> {
+        self.parser
+            .parse(&raw.url, raw.kind, bytes, raw.charset.clone())
+            .await
+            .map_err(|e| format!("{}: {e}", raw.url))
     }
 
     /// Stores the parsed form of `raw` as an artifact and remembers it.
