@@ -237,13 +237,13 @@ pub async fn approve_and_finish(
 ) -> Option<RunRecord> {
     let mut watch = engine.watch(run_id);
     let mut sent = false;
-    // Bounded by the run's life: each pass reads it once and waits for a change.
+    // Bounded by the run's life: each pass waits for a change and reads the run when it may
+    // have moved on (not for a step's commit here that only streamed events).
     loop {
-        watch.mark_seen();
         let now = engine.store().get_run(run_id).await.expect("get_run")?;
         if !sent && ready(&now) {
             engine
-                .send(run_id, event_type, payload.clone(), None)
+                .send_to(&now, event_type, payload.clone(), None)
                 .await
                 .expect("send");
             sent = true;
@@ -251,7 +251,13 @@ pub async fn approve_and_finish(
         if now.status.is_terminal() {
             return Some(now);
         }
-        tokio::time::timeout(patience, watch.changed()).await.ok()?;
+        drop(now);
+        loop {
+            tokio::time::timeout(patience, watch.changed()).await.ok()?;
+            if watch.record_may_have_changed() {
+                break;
+            }
+        }
     }
 }
 

@@ -320,7 +320,7 @@ impl Engine {
             }
             _ => {}
         }
-        self.wake.notify_one();
+        self.delivered(run_id);
         Ok(outcome)
     }
 
@@ -565,6 +565,7 @@ impl Engine {
             Driving {
                 lost: lost_tx.clone(),
                 passed_over: false,
+                ended: false,
             },
         );
         (lost_tx, lost_rx)
@@ -572,15 +573,27 @@ impl Engine {
 
     /// The driver of `run_id` let go. If a look for free runs passed over it meanwhile (the
     /// run parked and was woken by a delivery before its driver was done, say), the worker
-    /// looks again: nothing else would tell it the run is free.
+    /// looks again: nothing else would tell it the run is free. A run that ended here is
+    /// never free again: no look.
     fn deactivate(&self, run_id: &str) {
-        let passed_over = self
+        let look_again = self
             .lock_active()
             .remove(run_id)
-            .is_some_and(|d| d.passed_over);
-        if passed_over {
+            .is_some_and(|d| d.passed_over && !d.ended);
+        if look_again {
             self.wake.notify_one();
         }
+    }
+
+    /// Tells the worker that a delivery may have made run `run_id` free to claim. A run driven
+    /// here is not free until its driver lets go, so a look now would find nothing: it is
+    /// marked for a look then instead.
+    fn delivered(&self, run_id: &str) {
+        if let Some(d) = self.lock_active().get_mut(run_id) {
+            d.passed_over = true;
+            return;
+        }
+        self.wake.notify_one();
     }
 
     fn lock_newer(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -1007,6 +1020,9 @@ impl Engine {
 
     /// Counts a run that ended here and closes its trace.
     fn ended(&self, run: &RunRecord, status: &'static str) {
+        if let Some(d) = self.lock_active().get_mut(&run.id) {
+            d.ended = true;
+        }
         telemetry::run_ended(&run.workflow, status);
         if let Some(tracer) = &self.config.tracer {
             tracer.ended(&run.id, &run.workflow, run.created_at, status);
@@ -1078,6 +1094,8 @@ struct Driving {
     lost: watch::Sender<bool>,
     /// A look for runs to claim left it out since it was claimed.
     passed_over: bool,
+    /// The run ended while driven here.
+    ended: bool,
 }
 
 /// What a worker looks for when it claims runs.

@@ -152,6 +152,18 @@ impl RunWatch {
         }
     }
 
+    /// [`RunWatch::mark_seen`], saying whether the run's record may have changed since the
+    /// last look: false only when all that happened is one commit made here that streamed
+    /// events and did not end the run (a step moving on, which changes nothing else a
+    /// watcher of the record looks at).
+    pub fn record_may_have_changed(&mut self) -> bool {
+        match self.look() {
+            Look::Unchanged => false,
+            Look::News(news) => news.events.iter().any(|e| e.envelope.is_stop()),
+            Look::Changed => true,
+        }
+    }
+
     /// Waits until the run's signal (or the everyone signal) is raised after the last
     /// [`RunWatch::mark_seen`]. Cancel-safe.
     pub async fn changed(&mut self) {
