@@ -463,12 +463,13 @@ impl Corpus {
     async fn ranked(&self, expr: &str, wanted: usize) -> Result<Vec<(i64, f64)>, CorpusError> {
         let mut take = wanted + 1;
         loop {
-            let mut rows: Vec<(i64, f64)> = sqlx::query_as(
+            // The count is part of the text, not a parameter: SQLite compiles a statement
+            // again on each run when its LIMIT is bound.
+            let mut rows: Vec<(i64, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT rowid, bm25(passages, 0.0, 1.0, 1.5, 1.0, 0.0) AS score \
-                 FROM passages WHERE passages MATCH ? ORDER BY score LIMIT ?",
-            )
+                 FROM passages WHERE passages MATCH ? ORDER BY score LIMIT {take}"
+            )))
             .bind(expr)
-            .bind(take as i64)
             .fetch_all(&self.pool)
             .await
             .map_err(|e| index_err(&self.index_path, e))?;

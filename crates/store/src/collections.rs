@@ -394,8 +394,8 @@ impl CollectionStore for SqlStore {
         let mut p = Params::default();
         let wh = where_clause(d, &mut p, &q.scope, &q.filter);
         let order = order_clause(d, &mut p, &q.order_by);
-        let limit = p.int(size + 1);
-        let off = p.int(offset);
+        let limit = p.count(d, size + 1);
+        let off = p.count(d, offset);
         let sql = format!(
             "SELECT {} FROM collection_items WHERE {wh} ORDER BY {order} LIMIT {limit} OFFSET {off}",
             item_cols(d)
@@ -464,8 +464,8 @@ impl CollectionStore for SqlStore {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let limit = p.int(size + 1);
-        let off = p.int(offset);
+        let limit = p.count(d, size + 1);
+        let off = p.count(d, offset);
         let sql = format!(
             "SELECT * FROM (SELECT {} FROM collection_items WHERE {wh}) grouped WHERE rn = 1 \
              ORDER BY {group_order} LIMIT {limit} OFFSET {off}",

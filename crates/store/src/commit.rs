@@ -200,18 +200,24 @@ impl<'a> Write<'a> {
 /// open: unless taken out once the body has committed, it is closed rather than handed back
 /// to the pool, and closing it rolls the transaction back. So a write that fails or is
 /// cancelled halfway leaves nothing behind, on the database or in the pool.
-pub(crate) struct OpenTransaction(Option<sqlx::pool::PoolConnection<sqlx::Any>>);
+/// It holds this process's turn to write until it is done.
+pub(crate) struct OpenTransaction {
+    conn: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
+    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
 
 impl OpenTransaction {
     pub(crate) async fn acquire(store: &SqlStore) -> StoreResult<Self> {
-        Ok(OpenTransaction(Some(
-            store.pool().acquire().await.map_err(db_err)?,
-        )))
+        let turn = store.write_turn().await;
+        Ok(OpenTransaction {
+            conn: Some(store.pool().acquire().await.map_err(db_err)?),
+            _turn: turn,
+        })
     }
 
     /// The connection, to run the body on.
     pub(crate) fn get(&mut self) -> StoreResult<&mut sqlx::AnyConnection> {
-        match self.0.as_mut() {
+        match self.conn.as_mut() {
             Some(c) => Ok(&mut **c),
             None => Err(StoreError::Backend("connection vanished".into())),
         }
@@ -219,13 +225,13 @@ impl OpenTransaction {
 
     /// The body ran to its COMMIT: the connection goes back to the pool.
     pub(crate) fn committed(mut self) {
-        self.0.take();
+        self.conn.take();
     }
 }
 
 impl Drop for OpenTransaction {
     fn drop(&mut self) {
-        if let Some(conn) = self.0.as_mut() {
+        if let Some(conn) = self.conn.as_mut() {
             conn.close_on_drop();
         }
     }

@@ -54,6 +54,8 @@ pub struct SqlStore {
     origin: Arc<str>,
     /// Artifacts known stored (see [`artifacts::Stored`]).
     stored: Arc<artifacts::Stored>,
+    /// SQLite: this process's writers take turns here (see [`SqlStore::write_turn`]).
+    writers: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
 /// The channel stream changes are announced on.
@@ -248,6 +250,7 @@ impl SqlStore {
             url: Arc::from(target.url.as_str()),
             origin: Arc::from(fathom_engine::new_id().as_str()),
             stored: Default::default(),
+            writers: (dialect == Dialect::Sqlite).then(Default::default),
         })
     }
 
@@ -334,6 +337,19 @@ impl SqlStore {
         tx.commit().await.map_err(db_err)?;
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// This process's turn to write, on SQLite (None on Postgres, whose writers do not
+    /// exclude each other): held around the hot writes. SQLite lets one writer in at a time,
+    /// and one that finds the lock taken sleeps in its busy handler for at least a
+    /// millisecond, several times a write's length, while the cores stand idle. Waiting here
+    /// instead, in turn, hands the lock on the moment it is free. Other processes on the same
+    /// file still queue on the busy timeout.
+    pub(crate) async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        match &self.writers {
+            Some(w) => Some(w.clone().lock_owned().await),
+            None => None,
+        }
     }
 
     fn count_commit(&self) {

@@ -460,7 +460,7 @@ impl RunStore for SqlStore {
             let ph: Vec<String> = filter.statuses.iter().map(|s| p.text(s.as_str())).collect();
             sql.push_str(&format!(" AND status IN ({})", ph.join(", ")));
         }
-        let limit = p.int(filter.limit.unwrap_or(1000).clamp(1, 10_000));
+        let limit = p.count(self.dialect, filter.limit.unwrap_or(1000).clamp(1, 10_000));
         sql.push_str(&format!(" ORDER BY created_at DESC, id LIMIT {limit}"));
         let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
         rows.iter().map(run_from_row).collect()
@@ -517,7 +517,7 @@ impl RunStore for SqlStore {
             let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
             candidates.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
         }
-        let limit = p.int(limit.clamp(1, 1_000) as i64);
+        let limit = p.count(self.dialect, limit.clamp(1, 1_000) as i64);
         candidates.push_str(&format!(" ORDER BY updated_at LIMIT {limit}"));
         let set = format!(
             "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1"
@@ -646,6 +646,7 @@ impl RunStore for SqlStore {
     }
 
     async fn release_lease(&self, lease: &Lease) -> StoreResult<()> {
+        let _turn = self.write_turn().await;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL \
              WHERE id = $1 AND lease_owner = $2 AND fence = $3{}",
@@ -676,15 +677,17 @@ impl RunStore for SqlStore {
     }
 
     async fn pending_events(&self, run_id: &str, limit: i64) -> StoreResult<Vec<PendingEvent>> {
-        let rows = sqlx::query(
-            "SELECT id, event_type, payload, attempts FROM run_inbox \
-             WHERE run_id = $1 AND consumed_at IS NULL ORDER BY id LIMIT $2",
-        )
-        .bind(run_id)
-        .bind(limit.clamp(1, 10_000))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err)?;
+        let mut p = Params::default();
+        let run = p.text(run_id);
+        let limit = p.count(self.dialect, limit.clamp(1, 10_000));
+        let rows = p
+            .query(format!(
+                "SELECT id, event_type, payload, attempts FROM run_inbox \
+                 WHERE run_id = {run} AND consumed_at IS NULL ORDER BY id LIMIT {limit}"
+            ))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
         rows.iter()
             .map(|row| {
                 let payload: String = row.try_get(2).map_err(db_err)?;
@@ -735,6 +738,7 @@ impl RunStore for SqlStore {
         event_type: &str,
         seen_mailbox_seq: i64,
     ) -> StoreResult<SuspendOutcome> {
+        let turn = self.write_turn().await;
         let done = sqlx::query(
             "UPDATE runs SET status = 'waiting', waiting_for = $1, lease_owner = NULL, \
              lease_expires_at = NULL, updated_at = $2 \
@@ -749,6 +753,7 @@ impl RunStore for SqlStore {
         .execute(&self.pool)
         .await
         .map_err(db_err)?;
+        drop(turn);
         self.count_commit();
         if done.rows_affected() == 1 {
             return Ok(SuspendOutcome::Suspended);
@@ -913,16 +918,18 @@ impl RunStore for SqlStore {
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<StoredEvent>> {
-        let rows = sqlx::query(
-            "SELECT seq, envelope, created_at FROM run_events WHERE run_id = $1 AND seq > $2 \
-             ORDER BY seq LIMIT $3",
-        )
-        .bind(run_id)
-        .bind(after)
-        .bind(limit.clamp(1, 100_000))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err)?;
+        let mut p = Params::default();
+        let run = p.text(run_id);
+        let after = p.int(after);
+        let limit = p.count(self.dialect, limit.clamp(1, 100_000));
+        let rows = p
+            .query(format!(
+                "SELECT seq, envelope, created_at FROM run_events WHERE run_id = {run} \
+                 AND seq > {after} ORDER BY seq LIMIT {limit}"
+            ))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
         rows.iter()
             .map(|row| {
                 let text: String = row.try_get(1).map_err(db_err)?;
@@ -946,14 +953,17 @@ impl RunStore for SqlStore {
     }
 
     async fn changed_since(&self, since_ms: i64, limit: i64) -> StoreResult<Vec<RunHead>> {
-        let rows = sqlx::query(
-            "SELECT id, next_seq, status FROM runs WHERE updated_at >= $1 ORDER BY updated_at LIMIT $2",
-        )
-        .bind(since_ms)
-        .bind(limit.clamp(1, 100_000))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err)?;
+        let mut p = Params::default();
+        let since = p.int(since_ms);
+        let limit = p.count(self.dialect, limit.clamp(1, 100_000));
+        let rows = p
+            .query(format!(
+                "SELECT id, next_seq, status FROM runs WHERE updated_at >= {since} \
+                 ORDER BY updated_at LIMIT {limit}"
+            ))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
         rows.iter().map(head_from_row).collect()
     }
 
