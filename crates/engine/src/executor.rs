@@ -483,12 +483,13 @@ impl Engine {
                     return false;
                 }
             };
-            let all = claimed.len() == free;
+            // The slots ran out with runs left to take.
+            let all = claimed.runs.len() == free && claimed.more;
             for Claimed {
                 run,
                 lease,
                 pending,
-            } in claimed
+            } in claimed.runs
             {
                 let lost = self.activate(&run.id);
                 let me = self.clone();

@@ -3,9 +3,9 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use fathom_engine::Envelope;
 use fathom_engine::store::{
-    CLAIM_INBOX_PAGE, CancelOutcome, Claimed, Committed, DeliverOutcome, Lease, MailboxView,
-    NewMessage, NewRun, PendingEvent, RunFilter, RunHead, RunRecord, RunStatus, RunStore,
-    RunUpgrade, StepCommit, StoreError, StoreResult, StoredEvent, SuspendOutcome, now_ms,
+    CLAIM_INBOX_PAGE, CancelOutcome, Claimed, Claims, Committed, DeliverOutcome, Lease,
+    MailboxView, NewMessage, NewRun, PendingEvent, RunFilter, RunHead, RunRecord, RunStatus,
+    RunStore, RunUpgrade, StepCommit, StoreError, StoreResult, StoredEvent, SuspendOutcome, now_ms,
 };
 use serde_json::Value;
 use sqlx::Row;
@@ -499,7 +499,7 @@ impl RunStore for SqlStore {
         exclude: &[String],
         limit: usize,
         expired: bool,
-    ) -> StoreResult<Vec<Claimed>> {
+    ) -> StoreResult<Claims> {
         let now = now_ms();
         let mut p = Params::default();
         let owner_p = p.text(owner);
@@ -512,13 +512,14 @@ impl RunStore for SqlStore {
         } else {
             "lease_owner IS NULL".to_string()
         };
-        let mut candidates = format!("SELECT id FROM runs WHERE status = 'running' AND {held}");
+        let mut claimable = format!("SELECT id FROM runs WHERE status = 'running' AND {held}");
         if !exclude.is_empty() {
             let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
-            candidates.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
+            claimable.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
         }
-        let limit = p.count(self.dialect, limit.clamp(1, 1_000) as i64);
-        candidates.push_str(&format!(" ORDER BY updated_at LIMIT {limit}"));
+        let wanted = limit.clamp(1, 1_000);
+        let limit = p.count(self.dialect, wanted as i64);
+        let candidates = format!("{claimable} ORDER BY updated_at LIMIT {limit}");
         let set = format!(
             "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1"
         );
@@ -540,28 +541,36 @@ impl RunStore for SqlStore {
                     "WITH c (claimed_id) AS MATERIALIZED ({candidates} FOR UPDATE SKIP LOCKED), \
                      u AS ({set} FROM c WHERE id = c.claimed_id RETURNING {RUN_COLS}, fence)"
                 );
+                // Read before the claim (one snapshot): more than the limit were claimable.
+                // Runs other workers hold locked count too: at worst one look too many.
+                let more = format!(
+                    "CAST(CASE WHEN (SELECT count(*) FROM ({claimable} LIMIT {limit} + 1) m) \
+                     > {limit} THEN 1 ELSE 0 END AS BIGINT) AS more"
+                );
                 let sql = if with_inbox {
                     format!(
                         "{claim} SELECT u.*, CAST((SELECT json_agg(json_build_array(i.id, \
-                         i.event_type, i.payload, i.attempts)) FROM {} i) AS TEXT) AS pending \
-                         FROM u",
+                         i.event_type, i.payload, i.attempts)) FROM {} i) AS TEXT) AS pending, \
+                         {more} FROM u",
                         inbox_of("u.id")
                     )
                 } else {
-                    format!("{claim} SELECT * FROM u")
+                    format!("{claim} SELECT *, {more} FROM u")
                 };
                 p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?
             }
             Dialect::Sqlite => {
                 let claim = format!("{set} WHERE id IN ({candidates}) RETURNING {RUN_COLS}, fence");
                 if with_inbox {
-                    // One immediate transaction: the claim, then the claimed runs' inboxes.
+                    // One immediate transaction: the claim, then the claimed runs' inboxes,
+                    // then whether claimable runs are left.
                     let sql = format!(
                         "BEGIN IMMEDIATE;\n{claim};\nSELECT r.id AS claimed, \
                          (SELECT json_group_array(json_array(i.id, i.event_type, i.payload, \
                          i.attempts)) FROM {} i) AS pending FROM runs r \
                          WHERE r.lease_owner = {owner_p} AND r.lease_expires_at = {expires} \
-                         AND r.status = 'running';\nCOMMIT",
+                         AND r.status = 'running';\n\
+                         SELECT CAST(EXISTS ({claimable}) AS BIGINT) AS more;\nCOMMIT",
                         inbox_of("r.id")
                     );
                     let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
@@ -575,7 +584,17 @@ impl RunStore for SqlStore {
         };
         let mut claimed = Vec::new();
         let mut inboxes: HashMap<String, Vec<PendingEvent>> = HashMap::new();
+        // Told by the query where it can (the claim with inboxes); else whenever the limit
+        // was reached.
+        let mut more = None;
         for row in &rows {
+            if row.try_column("more").is_ok() {
+                let left: i64 = row.try_get("more").map_err(db_err)?;
+                more = Some(left != 0);
+                if row.columns().len() == 1 {
+                    continue;
+                }
+            }
             if row.try_column("claimed").is_ok() {
                 let id: String = row.try_get("claimed").map_err(db_err)?;
                 inboxes.insert(id, pending_from_json(row)?);
@@ -588,21 +607,23 @@ impl RunStore for SqlStore {
             claimed.push((run, lease));
         }
         if claimed.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Claims::default());
         }
+        let more = more.unwrap_or(claimed.len() == wanted);
         self.count_commit();
         if expired {
             metrics::counter!("fathom_lease_takeovers_total").increment(claimed.len() as u64);
         }
         claimed.sort_by_key(|(run, _)| run.updated_at);
-        Ok(claimed
+        let runs = claimed
             .into_iter()
             .map(|(run, lease)| Claimed {
                 pending: inboxes.remove(&run.id),
                 run,
                 lease,
             })
-            .collect())
+            .collect();
+        Ok(Claims { runs, more })
     }
 
     async fn claim_run(

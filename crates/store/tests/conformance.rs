@@ -955,6 +955,8 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     let first = s.claim_runs("w1", 60_000, &[], 3, false).await.unwrap();
+    assert!(first.more, "two runs were left to claim");
+    let first = first.runs;
     let ids: Vec<&str> = first.iter().map(|c| c.run.id.as_str()).collect();
     assert_eq!(
         ids,
@@ -973,7 +975,11 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
         );
         assert_eq!(pending[0].payload, json!({"q": "hello"}));
     }
-    let rest = s.claim_runs("w2", 60_000, &[], 3, false).await.unwrap();
+    let rest = s
+        .claim_runs("w2", 60_000, &[], 3, false)
+        .await
+        .unwrap()
+        .runs;
     let ids: Vec<&str> = rest.iter().map(|c| c.run.id.as_str()).collect();
     assert_eq!(
         ids,
@@ -984,16 +990,23 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
         s.claim_runs("w3", 60_000, &[], 3, false)
             .await
             .unwrap()
+            .runs
             .is_empty()
     );
     // Leases that ran out are taken over only when asked for.
     let short = s.claim_runs("w4", 60_000, &[], 1, true).await.unwrap();
-    assert!(short.is_empty(), "no lease has run out yet");
+    assert!(short.runs.is_empty(), "no lease has run out yet");
     assert!(s.release_owner("w1").await.unwrap() == 3);
-    let again = s.claim_runs("w5", 1, &[], 10, false).await.unwrap();
-    assert_eq!(again.len(), 3);
+    // Exactly the limit, with none left: the claim says so (no look for more is needed).
+    let again = s.claim_runs("w5", 1, &[], 3, false).await.unwrap();
+    assert_eq!(again.runs.len(), 3);
+    assert!(!again.more, "nothing was left to claim");
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let taken = s.claim_runs("w6", 60_000, &[], 10, true).await.unwrap();
+    let taken = s
+        .claim_runs("w6", 60_000, &[], 10, true)
+        .await
+        .unwrap()
+        .runs;
     assert_eq!(
         taken.len(),
         3,

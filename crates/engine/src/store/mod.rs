@@ -4,9 +4,9 @@
 mod runs;
 
 pub use runs::{
-    CLAIM_INBOX_PAGE, CancelOutcome, Claimed, Committed, DeliverOutcome, Lease, MailboxView,
-    NewMessage, NewRun, PendingEvent, RunFilter, RunHead, RunRecord, RunStatus, RunStore,
-    RunUpgrade, StepCommit, StepOutcome, StoredEvent, SuspendOutcome,
+    CLAIM_INBOX_PAGE, CancelOutcome, Claimed, Claims, Committed, DeliverOutcome, Lease,
+    MailboxView, NewMessage, NewRun, PendingEvent, RunFilter, RunHead, RunRecord, RunStatus,
+    RunStore, RunUpgrade, StepCommit, StepOutcome, StoredEvent, SuspendOutcome,
 };
 
 /// Errors every store reports. Messages are safe to show: they never carry SQL text.

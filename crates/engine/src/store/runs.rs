@@ -189,6 +189,15 @@ pub struct Claimed {
     pub pending: Option<Vec<PendingEvent>>,
 }
 
+/// What a look for runs to claim took, and whether it left any behind.
+#[derive(Debug, Clone, Default)]
+pub struct Claims {
+    pub runs: Vec<Claimed>,
+    /// Runs it could have taken were left: the limit was reached with more to take. (A store
+    /// that cannot tell says true whenever the limit was reached.)
+    pub more: bool,
+}
+
 /// Pending step events a claim reads with each run it takes.
 pub const CLAIM_INBOX_PAGE: i64 = 64;
 
@@ -259,7 +268,7 @@ pub trait RunStore: Send + Sync + 'static {
     /// Takes the leases of up to `limit` running runs, least recently updated first, bumping
     /// their fences: runs nobody holds, or (`expired`) runs whose holder's lease ran out (a
     /// takeover). `exclude` lists runs this worker already drives. Fewer than `limit` back
-    /// means there were no more such runs.
+    /// means there were no more such runs; `limit` back, [`Claims::more`] says.
     async fn claim_runs(
         &self,
         owner: &str,
@@ -267,7 +276,7 @@ pub trait RunStore: Send + Sync + 'static {
         exclude: &[String],
         limit: usize,
         expired: bool,
-    ) -> StoreResult<Vec<Claimed>>;
+    ) -> StoreResult<Claims>;
     /// Takes the lease of one running run that nobody holds, or else of one whose lease
     /// expired.
     async fn claim_next(
@@ -278,7 +287,7 @@ pub trait RunStore: Send + Sync + 'static {
     ) -> StoreResult<Option<(RunRecord, Lease)>> {
         for expired in [false, true] {
             let claimed = self.claim_runs(owner, ttl_ms, exclude, 1, expired).await?;
-            if let Some(c) = claimed.into_iter().next() {
+            if let Some(c) = claimed.runs.into_iter().next() {
                 return Ok(Some((c.run, c.lease)));
             }
         }
