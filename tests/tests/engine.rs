@@ -812,6 +812,60 @@ async fn an_approval_landing_as_the_run_parks_is_taken_up_without_polling(dialec
     worker.await.unwrap();
 }
 
+/// A worker woken all the time (runs starting and ending here more often than its poll
+/// interval) still looks for runs whose holder died, and takes them over.
+async fn a_busy_worker_still_takes_over_a_run_whose_holder_died(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let quick = || {
+        Workflow::<St>::new::<Go>("quick")
+            .step("work", |ctx: Ctx<St>, _: Go| async move {
+                ctx.stop(&Out { attempts: 1 })
+            })
+            .build()
+    };
+    let e = Arc::new(
+        Engine::new(
+            Arc::new(db.store.clone()),
+            EngineConfig {
+                owner: "busy".into(),
+                lease_ttl: Duration::from_secs(5),
+                poll_interval: Duration::from_millis(300),
+                ..Default::default()
+            },
+        )
+        .register(quick()),
+    );
+    let store = db.store.as_ref_store();
+    // A run whose holder took it for one second and died.
+    let orphan = e
+        .start("quick", json!({}), StartOptions::default())
+        .await
+        .unwrap();
+    let taken = store
+        .claim_runs("dead", 1_000, &[], 1, false)
+        .await
+        .unwrap();
+    assert_eq!(taken.runs.len(), 1, "the dead holder took the run");
+    let (stop, worker) = run_worker(&e);
+    // Work starts here every 50 ms, six times per poll interval.
+    let busy = {
+        let e = e.clone();
+        tokio::spawn(async move {
+            loop {
+                e.start("quick", json!({}), StartOptions::default())
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let done = wait_for_run(store, &orphan.id, WAIT, |r| r.status.is_terminal()).await;
+    assert_eq!(done.status, RunStatus::Completed);
+    busy.abort();
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
+
 macro_rules! both {
     ($($case:ident),*) => {
         mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Sqlite).await })* }
@@ -819,6 +873,7 @@ macro_rules! both {
     };
 }
 both!(
+    a_busy_worker_still_takes_over_a_run_whose_holder_died,
     an_approval_landing_as_the_run_parks_is_taken_up_without_polling,
     a_run_stored_by_an_older_version_is_upgraded,
     approval_survives_restart_and_rejection_replans,

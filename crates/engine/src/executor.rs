@@ -178,7 +178,9 @@ impl Engine {
                 StepOutcome::Completed(env) => Some(env),
                 StepOutcome::Failed { event, .. } => Some(event),
             };
-            News::stored(commit.stream.iter().chain(last), seqs.iter().copied())
+            let mut news = News::stored(commit.stream.iter().chain(last), seqs.iter().copied());
+            news.record_changed = commit.state.is_some() || last.is_some();
+            news
         });
     }
 
@@ -388,20 +390,24 @@ impl Engine {
         }
         let mut tasks = tokio::task::JoinSet::new();
         // A look that had no free slot for all it may have found: done when a run ending here
-        // frees one. (A run that parks or ends makes no new work; starts and deliveries wake
-        // the worker themselves, and the timer finds the rest.)
+        // frees one. (A run that parks or ends makes no new work; starts wake the worker
+        // themselves, deliveries too, or, to a run driven here, when its driver lets go; the
+        // timer finds the rest.)
         let mut owed: Option<Look> = None;
         let mut look = Some(Look::Everything);
+        // Kept across wakes: a worker woken more often than this still looks for runs whose
+        // holder died.
+        let mut next_poll = tokio::time::Instant::now() + self.config.poll_interval;
         loop {
             if *shutdown.borrow() {
                 break;
             }
             while tasks.try_join_next().is_some() {}
             if let Some(kind) = look {
-                let full = self.look_for_runs(kind, &mut tasks).await;
-                owed = match owed {
-                    _ if full => Some(owed.map_or(kind, |o| o.and(kind))),
-                    Some(o) if !kind.covers(o) => Some(o),
+                let left = self.look_for_runs(kind, &mut tasks).await;
+                owed = match (owed, left) {
+                    (o, Some(l)) => Some(o.map_or(l, |o| o.and(l))),
+                    (Some(o), None) if !kind.covers(o) => Some(o),
                     _ => None,
                 };
             }
@@ -409,11 +415,14 @@ impl Engine {
                 _ = self.wake.notified() => Some(Look::Free),
                 // Other processes' new work reaches this one by notice while the relay is
                 // live; only runs whose holder died are found by looking.
-                _ = tokio::time::sleep(self.config.poll_interval) => Some(if self.relay_live() {
-                    Look::Expired
-                } else {
-                    Look::Everything
-                }),
+                _ = tokio::time::sleep_until(next_poll) => {
+                    next_poll = tokio::time::Instant::now() + self.config.poll_interval;
+                    Some(if self.relay_live() {
+                        Look::Expired
+                    } else {
+                        Look::Everything
+                    })
+                }
                 _ = shutdown.changed() => None,
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => owed.take(),
             };
@@ -448,64 +457,72 @@ impl Engine {
     }
 
     /// Claims runs for the free slots, as many as one statement gives, and drives each.
-    /// Returns true when the slots ran out before the look was done (runs may be left).
+    /// Returns the part of the look left undone when the slots ran out (runs may be left).
     async fn look_for_runs(
         self: &Arc<Self>,
         kind: Look,
         tasks: &mut tokio::task::JoinSet<()>,
-    ) -> bool {
+    ) -> Option<Look> {
         let passes: &[bool] = match kind {
             Look::Free => &[false],
             Look::Expired => &[true],
             Look::Everything => &[false, true],
         };
         for &expired in passes {
-            let free = self.config.max_concurrent_runs.saturating_sub(tasks.len());
-            if free == 0 {
-                return true;
-            }
-            let mut exclude: Vec<String> = self.pass_over_active(!expired);
-            exclude.extend(self.lock_newer().iter().cloned());
-            let claimed = match self
-                .store
-                .claim_runs(
-                    &self.config.owner,
-                    self.lease_ttl_ms(),
-                    &exclude,
-                    free,
-                    expired,
-                )
-                .await
-            {
-                Ok(claimed) => claimed,
-                Err(e) => {
-                    warn!(error = %e, "claim failed");
-                    return false;
+            // From this pass on.
+            let rest = if expired { Look::Expired } else { kind };
+            // Each round takes at least one run or ends the pass.
+            loop {
+                let free = self.config.max_concurrent_runs.saturating_sub(tasks.len());
+                if free == 0 {
+                    return Some(rest);
                 }
-            };
-            // The slots ran out with runs left to take.
-            let all = claimed.runs.len() == free && claimed.more;
-            for Claimed {
-                run,
-                lease,
-                pending,
-            } in claimed.runs
-            {
-                let lost = self.activate(&run.id);
-                let me = self.clone();
-                tasks.spawn(async move {
-                    let id = lease.run_id.clone();
-                    me.drive(run, lease, pending, lost).await;
-                    me.deactivate(&id);
-                });
-            }
-            // A full batch may have left more behind: the slots filled, so the rest of the
-            // look comes when a run ends here.
-            if all {
-                return true;
+                let mut exclude: Vec<String> = self.pass_over_active(!expired);
+                exclude.extend(self.lock_newer().iter().cloned());
+                let claimed = match self
+                    .store
+                    .claim_runs(
+                        &self.config.owner,
+                        self.lease_ttl_ms(),
+                        &exclude,
+                        free,
+                        expired,
+                    )
+                    .await
+                {
+                    Ok(claimed) => claimed,
+                    Err(e) => {
+                        warn!(error = %e, "claim failed");
+                        return None;
+                    }
+                };
+                let (taken, more) = (claimed.runs.len(), claimed.more);
+                for Claimed {
+                    run,
+                    lease,
+                    pending,
+                } in claimed.runs
+                {
+                    let lost = self.activate(&run.id);
+                    let me = self.clone();
+                    tasks.spawn(async move {
+                        let id = lease.run_id.clone();
+                        me.drive(run, lease, pending, lost).await;
+                        me.deactivate(&id);
+                    });
+                }
+                if !more || taken == 0 {
+                    break;
+                }
+                // The slots filled with runs left to take: the rest of the look comes when a
+                // run ends here. Fewer than asked with some left (a store takes so many at a
+                // time): another round.
+                if taken == free {
+                    return Some(rest);
+                }
             }
         }
-        false
+        None
     }
 
     /// Whether this process is shutting down (drivers let go at their next step boundary).

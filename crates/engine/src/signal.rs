@@ -14,6 +14,9 @@ use crate::store::StoredEvent;
 #[derive(Debug)]
 pub(crate) struct News {
     pub(crate) events: Vec<StoredEvent>,
+    /// The write also changed the run's record beyond its stream: a step's commit that set
+    /// the state or ended the run.
+    pub(crate) record_changed: bool,
 }
 
 impl News {
@@ -34,6 +37,7 @@ impl News {
                     created_at,
                 })
                 .collect(),
+            record_changed: false,
         }
     }
 }
@@ -153,13 +157,14 @@ impl RunWatch {
     }
 
     /// [`RunWatch::mark_seen`], saying whether the run's record may have changed since the
-    /// last look: false only when all that happened is one commit made here that streamed
-    /// events and did not end the run (a step moving on, which changes nothing else a
-    /// watcher of the record looks at).
+    /// last look beyond its stream (its status, state or result): false only when all that
+    /// happened is one write made here that only appended to the stream (a journaled call's
+    /// events, a live append, or a step's commit that kept the state and did not end the
+    /// run).
     pub fn record_may_have_changed(&mut self) -> bool {
         match self.look() {
             Look::Unchanged => false,
-            Look::News(news) => news.events.iter().any(|e| e.envelope.is_stop()),
+            Look::News(news) => news.record_changed,
             Look::Changed => true,
         }
     }
@@ -236,6 +241,7 @@ mod tests {
                 },
                 created_at: 0,
             }],
+            record_changed: false,
         };
         assert!(matches!(w.look(), Look::Unchanged), "nothing happened yet");
         signals.publish("a", || news(0));

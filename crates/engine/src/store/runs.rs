@@ -193,8 +193,10 @@ pub struct Claimed {
 #[derive(Debug, Clone, Default)]
 pub struct Claims {
     pub runs: Vec<Claimed>,
-    /// Runs it could have taken were left: the limit was reached with more to take. (A store
-    /// that cannot tell says true whenever the limit was reached.)
+    /// Runs it could have taken may be left: more were claimable than it took. It may say
+    /// true when none are (a store that cannot tell says so whenever the limit was reached;
+    /// on Postgres, runs another claimer had locked at that moment count), never false when
+    /// some are.
     pub more: bool,
 }
 
@@ -267,8 +269,8 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// Takes the leases of up to `limit` running runs, least recently updated first, bumping
     /// their fences: runs nobody holds, or (`expired`) runs whose holder's lease ran out (a
-    /// takeover). `exclude` lists runs this worker already drives. Fewer than `limit` back
-    /// means there were no more such runs; `limit` back, [`Claims::more`] says.
+    /// takeover). `exclude` lists runs this worker already drives. [`Claims::more`] says
+    /// whether runs were left behind (a store may take fewer than `limit` at a time).
     async fn claim_runs(
         &self,
         owner: &str,
