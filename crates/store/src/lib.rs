@@ -25,9 +25,6 @@ use sqlx::{AnyPool, Executor};
 
 pub use dialect::Dialect;
 
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
-
 /// How long a statement waits for a connection from the pool before the database counts as
 /// unavailable ([`StoreError::Unavailable`]).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -235,10 +232,15 @@ impl SqlStore {
             .connect_with(options)
             .await
             .map_err(|e| connect_error(&target, e))?;
-        let migrator = match dialect {
-            Dialect::Postgres => &POSTGRES_MIGRATIONS,
-            Dialect::Sqlite => &SQLITE_MIGRATIONS,
+        let mut migrator = match dialect {
+            Dialect::Postgres => sqlx::migrate!("../../migrations/postgres"),
+            Dialect::Sqlite => sqlx::migrate!("../../migrations/sqlite"),
         };
+        // Migrations only add (tables, columns, indexes), so a process older than the
+        // database's schema still works on it: during a rolling upgrade, or after a rollback,
+        // it starts rather than refusing a migration it does not know (runs written in a newer
+        // format it leaves alone, see `NewerFormat`).
+        migrator.set_ignore_missing(true);
         migrator
             .run(&pool)
             .await
@@ -344,12 +346,16 @@ impl SqlStore {
     /// and one that finds the lock taken sleeps in its busy handler for at least a
     /// millisecond, several times a write's length, while the cores stand idle. Waiting here
     /// instead, in turn, hands the lock on the moment it is free. Other processes on the same
-    /// file still queue on the busy timeout.
+    /// file still meet SQLite's lock and its busy handler, and under sustained load here they
+    /// wait longer than this process's writers do. The wait is bounded: when a write holds
+    /// the turn that long (another process holds SQLite's lock, or the pool is exhausted), a
+    /// writer goes on without its turn, to meet SQLite's lock itself, rather than queue
+    /// behind every write before it, each waiting its own timeout.
     pub(crate) async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        match &self.writers {
-            Some(w) => Some(w.clone().lock_owned().await),
-            None => None,
-        }
+        let writers = self.writers.as_ref()?;
+        tokio::time::timeout(ACQUIRE_TIMEOUT, writers.clone().lock_owned())
+            .await
+            .ok()
     }
 
     fn count_commit(&self) {

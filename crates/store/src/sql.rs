@@ -34,8 +34,8 @@ impl Params {
     /// A `LIMIT` or `OFFSET` row count. On SQLite it is written into the text: SQLite's
     /// planner reads a bound LIMIT's value, so binding that parameter again expires the
     /// statement and each execution compiles it anew (a fifth of the engine benchmark's CPU
-    /// went to that). Postgres plans do not depend on it: there it stays a parameter, so one
-    /// prepared statement serves every count.
+    /// went to that). Postgres does not prepare a statement again for a new value: there it
+    /// stays a parameter, so one prepared statement serves every count.
     pub fn count(&mut self, dialect: Dialect, v: i64) -> String {
         match dialect {
             Dialect::Sqlite => v.to_string(),

@@ -1018,3 +1018,34 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
         "a run taken over has its inbox read by its driver, after the claim"
     );
 }
+
+/// A newer fathom migrated the database further (a rolling upgrade, or a rollback after
+/// one): this one still opens it and works on it, rather than refusing to start.
+async fn a_database_migrated_by_a_newer_version_still_opens(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let newer = "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
+                 execution_time) VALUES (9999, 'from a newer fathom', TRUE, $1, 0)";
+    sqlx::query(newer)
+        .bind(vec![0u8; 48])
+        .execute(db.store.pool())
+        .await
+        .unwrap();
+    let older = fathom_testkit::db::TestDb::open(&db.url).await;
+    new_run(&older.store, "after-a-newer-migration").await;
+    let run = older
+        .store
+        .get_run("after-a-newer-migration")
+        .await
+        .unwrap();
+    assert_eq!(run.unwrap().status, RunStatus::Running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_database_migrated_by_a_newer_version_still_opens() {
+    a_database_migrated_by_a_newer_version_still_opens(Dialect::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_database_migrated_by_a_newer_version_still_opens() {
+    a_database_migrated_by_a_newer_version_still_opens(Dialect::Postgres).await;
+}
