@@ -161,6 +161,10 @@ impl Corpus {
             .busy_timeout(Duration::from_secs(30));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            // No ping before each use: on SQLite it is a hop to the connection's thread and
+            // back for every query (a research run makes about forty here); a connection to a
+            // local file does not go stale between uses.
+            .test_before_acquire(false)
             .connect_with(opts)
             .await
             .map_err(|e| index_err(&index_path, e))?;
