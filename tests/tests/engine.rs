@@ -92,19 +92,31 @@ fn gated_noting(notes: usize) -> Arc<dyn ErasedWorkflow> {
 const LONG_ANSWER_NOTES: usize = 300;
 
 fn engine(db: &TestDb, owner: &str, wf: Arc<dyn ErasedWorkflow>) -> Arc<Engine> {
-    Arc::new(
-        Engine::new(
-            Arc::new(db.store.clone()),
-            EngineConfig {
-                owner: owner.into(),
-                lease_ttl: Duration::from_secs(5),
-                poll_interval: Duration::from_millis(25),
-                max_concurrent_runs: 4,
-                ..Default::default()
-            },
-        )
-        .register(wf),
-    )
+    engine_with(db, config(owner, Duration::from_millis(25)), [wf])
+}
+
+/// The tests' engine settings: `owner`, looking for runs every `poll`, 5 s leases, 4 runs at
+/// a time.
+fn config(owner: &str, poll: Duration) -> EngineConfig {
+    EngineConfig {
+        owner: owner.into(),
+        lease_ttl: Duration::from_secs(5),
+        poll_interval: poll,
+        max_concurrent_runs: 4,
+        ..Default::default()
+    }
+}
+
+fn engine_with(
+    db: &TestDb,
+    config: EngineConfig,
+    workflows: impl IntoIterator<Item = Arc<dyn ErasedWorkflow>>,
+) -> Arc<Engine> {
+    let engine = workflows.into_iter().fold(
+        Engine::new(Arc::new(db.store.clone()), config),
+        |engine, wf| engine.register(wf),
+    );
+    Arc::new(engine)
 }
 
 fn run_worker(
@@ -332,18 +344,10 @@ async fn retries_timeouts_and_deadlines(dialect: Dialect) {
             ctx.send(Go {})
         })
         .build();
-    let e = Arc::new(
-        Engine::new(
-            Arc::new(db.store.clone()),
-            EngineConfig {
-                owner: "p".into(),
-                poll_interval: Duration::from_millis(25),
-                ..Default::default()
-            },
-        )
-        .register(flaky)
-        .register(slow)
-        .register(forever),
+    let e = engine_with(
+        &db,
+        config("p", Duration::from_millis(25)),
+        [flaky, slow, forever],
     );
     let (_s, _w) = run_worker(&e);
     let store = db.store.as_ref_store();
@@ -520,22 +524,11 @@ async fn journaled_calls_stream_with_their_results(dialect: Dialect) {
 /// than one read of the store returns: the reader reads on to the end.
 async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
     let db = fresh(dialect).await;
-    let reader = Arc::new(
-        Engine::new(
-            Arc::new(db.store.clone()),
-            EngineConfig {
-                owner: "reader".into(),
-                lease_ttl: Duration::from_secs(5),
-                poll_interval: match dialect {
-                    Dialect::Postgres => Duration::from_secs(600),
-                    Dialect::Sqlite => Duration::from_millis(25),
-                },
-                max_concurrent_runs: 4,
-                ..Default::default()
-            },
-        )
-        .register(gated_long_answer()),
-    );
+    let poll = match dialect {
+        Dialect::Postgres => Duration::from_secs(600),
+        Dialect::Sqlite => Duration::from_millis(25),
+    };
+    let reader = engine_with(&db, config("reader", poll), [gated_long_answer()]);
     let relay = db.store.relay_changes(reader.clone());
     assert_eq!(relay.is_some(), dialect == Dialect::Postgres);
     let driver = engine(&db, "driver", gated_long_answer());
@@ -772,18 +765,13 @@ async fn a_run_stored_by_an_older_version_is_upgraded(dialect: Dialect) {
 /// the approval lands before, as or after it parks.
 async fn an_approval_landing_as_the_run_parks_is_taken_up_without_polling(dialect: Dialect) {
     let db = fresh(dialect).await;
-    let e = Arc::new(
-        Engine::new(
-            Arc::new(db.store.clone()),
-            EngineConfig {
-                owner: "only".into(),
-                lease_ttl: Duration::from_secs(600),
-                poll_interval: Duration::from_secs(600),
-                max_concurrent_runs: 4,
-                ..Default::default()
-            },
-        )
-        .register(gated()),
+    let e = engine_with(
+        &db,
+        EngineConfig {
+            lease_ttl: Duration::from_secs(600),
+            ..config("only", Duration::from_secs(600))
+        },
+        [gated()],
     );
     let _relay = db.store.relay_changes(e.clone());
     let (stop, worker) = run_worker(&e);
@@ -816,25 +804,12 @@ async fn an_approval_landing_as_the_run_parks_is_taken_up_without_polling(dialec
 /// interval) still looks for runs whose holder died, and takes them over.
 async fn a_busy_worker_still_takes_over_a_run_whose_holder_died(dialect: Dialect) {
     let db = fresh(dialect).await;
-    let quick = || {
-        Workflow::<St>::new::<Go>("quick")
-            .step("work", |ctx: Ctx<St>, _: Go| async move {
-                ctx.stop(&Out { attempts: 1 })
-            })
-            .build()
-    };
-    let e = Arc::new(
-        Engine::new(
-            Arc::new(db.store.clone()),
-            EngineConfig {
-                owner: "busy".into(),
-                lease_ttl: Duration::from_secs(5),
-                poll_interval: Duration::from_millis(300),
-                ..Default::default()
-            },
-        )
-        .register(quick()),
-    );
+    let quick = Workflow::<St>::new::<Go>("quick")
+        .step("work", |ctx: Ctx<St>, _: Go| async move {
+            ctx.stop(&Out { attempts: 1 })
+        })
+        .build();
+    let e = engine_with(&db, config("busy", Duration::from_millis(300)), [quick]);
     let store = db.store.as_ref_store();
     // A run whose holder took it for one second and died.
     let orphan = e
