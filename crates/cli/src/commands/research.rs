@@ -126,7 +126,11 @@ pub async fn research(app: &App, args: ResearchArgs) -> anyhow::Result<ExitCode>
     let mut start = check_start(&app.config.research, &args.question, settings)?;
     start.follow_up_of = args.follow_up.clone();
     check_delivery(&app.config.research, &app.config.delivery, &start)?;
-    check_sources(&app.config.research, &app.config.web.kinds(), &start)?;
+    check_sources(
+        &app.config.research,
+        &fathom_research::tools::kinds(&app.config.web),
+        &start,
+    )?;
     let store = app.connect().await?;
     let corpus_dir = match (&args.corpus, &args.follow_up) {
         (Some(dir), _) => dir.clone(),

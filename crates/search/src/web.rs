@@ -1,7 +1,6 @@
-//! The research tools on the web: `web_search` through SearxNG, Tavily or Brave, and
-//! `fetch_url` through the SSRF-safe fetcher (corpus `file://` URLs still read locally).
+//! The web: search through SearxNG, Tavily or Brave, and reading through the SSRF-safe
+//! fetcher (corpus `file://` URLs still read locally).
 
-use crate::settings::SourceKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use serde_json::{Value, json};
 use fathom_corpus::{Corpus, Fetched, SearchHit};
 use fathom_parse::{DocKind, ParsedDoc};
 
-use super::{Fetcher, SearchProvider};
+use crate::{Fetcher, SearchProvider};
 
 /// The form of a URL two results are compared by: lower-case scheme and host, no default
 /// port, no fragment, no tracking parameters, no trailing slash on a non-root path.
@@ -341,12 +340,9 @@ pub struct WebConfig {
 }
 
 impl WebConfig {
-    /// The kinds of source a server with this config and a local corpus can search.
-    pub fn kinds(&self) -> Vec<SourceKind> {
-        match self.provider {
-            Provider::Corpus => vec![SourceKind::Corpus],
-            _ => vec![SourceKind::Corpus, SourceKind::Web],
-        }
+    /// Whether `web_search` reaches the web (a search API), not only the local corpus.
+    pub fn reaches_web(&self) -> bool {
+        self.provider != Provider::Corpus
     }
 }
 
