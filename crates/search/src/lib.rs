@@ -121,7 +121,8 @@ impl Fetcher for Corpus {
     }
 }
 
-/// `local` and `web` searched at once as one provider (see [`Blended`]).
+/// `local` and `web` searched at once as one provider, their results ranked together by
+/// reciprocal rank fusion and deduplicated by canonical URL.
 pub fn blended(
     local: Arc<dyn SearchProvider>,
     web: Arc<dyn SearchProvider>,

@@ -241,7 +241,7 @@ impl SearchProvider for WebSearch {
 
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, String> {
         let hits = self.search_with_retries(query, limit).await;
-        super::count_search(self.api.name(), &hits);
+        crate::count_search(self.api.name(), &hits);
         hits
     }
 }
