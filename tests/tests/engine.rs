@@ -2,7 +2,7 @@
 //! across a restart, early approvals, cancellation and bad external events.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fathom_e2e::{approve_and_finish, wait_for_run};
@@ -841,6 +841,88 @@ async fn a_busy_worker_still_takes_over_a_run_whose_holder_died(dialect: Dialect
     worker.await.unwrap();
 }
 
+/// Steps of the slot test's workflow in progress now, and the most there ever were.
+#[derive(Default)]
+struct InStep {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl InStep {
+    async fn work(&self) {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A run started or approved here is taken up under this process's lease when a slot is free
+/// (no claim, no wait for the worker to look), and the slots bound runs however they came:
+/// never more steps at once than slots, and none lost: every run completes.
+async fn runs_started_or_approved_here_share_the_slots_with_claimed_ones(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let in_step = Arc::new(InStep::default());
+    let (plan, answer) = (in_step.clone(), in_step.clone());
+    let wf = Workflow::<St>::new::<Ask>("counted")
+        .accepts_external::<ApproveEvent>()
+        .step("plan", move |ctx: Ctx<St>, _: Ask| {
+            let in_step = plan.clone();
+            async move {
+                in_step.work().await;
+                ctx.send(Planned {})
+            }
+        })
+        .step("answer", move |ctx: Ctx<St>, _: Planned| {
+            let in_step = answer.clone();
+            async move {
+                ctx.wait_for::<ApproveEvent>().await?;
+                in_step.work().await;
+                ctx.stop(&Answer {
+                    text: "done".into(),
+                    rounds: 1,
+                })
+            }
+        })
+        .build();
+    let slots = 2;
+    let config = EngineConfig {
+        max_concurrent_runs: slots,
+        ..config("slots", Duration::from_millis(25))
+    };
+    let e = engine_with(&db, config, [wf]);
+    let (stop, worker) = run_worker(&e);
+    let mut runs = tokio::task::JoinSet::new();
+    for i in 0..10 {
+        let e = e.clone();
+        runs.spawn(async move {
+            let run = e
+                .start(
+                    "counted",
+                    json!({"question": format!("q{i}")}),
+                    StartOptions::default(),
+                )
+                .await
+                .unwrap();
+            approve_and_finish(
+                &e,
+                &run.id,
+                |r| r.status == RunStatus::Waiting,
+                ("ApproveEvent", json!({"approved": true})),
+                WAIT,
+            )
+            .await
+            .expect("the run ends")
+        });
+    }
+    let runs = runs.join_all().await;
+    assert!(runs.iter().all(|r| r.status == RunStatus::Completed));
+    let peak = in_step.peak.load(Ordering::SeqCst);
+    assert!(peak <= slots, "{peak} steps ran at once with {slots} slots");
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
+
 macro_rules! both {
     ($($case:ident),*) => {
         mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Sqlite).await })* }
@@ -848,6 +930,7 @@ macro_rules! both {
     };
 }
 both!(
+    runs_started_or_approved_here_share_the_slots_with_claimed_ones,
     a_busy_worker_still_takes_over_a_run_whose_holder_died,
     an_approval_landing_as_the_run_parks_is_taken_up_without_polling,
     a_run_stored_by_an_older_version_is_upgraded,

@@ -1,12 +1,12 @@
 //! The executor: claims runs through leases and drives them step by step.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tracing::{Instrument as _, debug, info, warn};
 
 use crate::context::CtxParts;
@@ -83,6 +83,49 @@ pub struct Engine {
     draining: watch::Sender<bool>,
     /// Runs stored in a format newer than this binary reads: left to a newer process.
     newer: Mutex<HashSet<String>>,
+    /// Slots taken of [`EngineConfig::max_concurrent_runs`]: runs driven or being claimed.
+    slots_taken: AtomicUsize,
+    /// While a worker runs here and is not draining: where runs claimed outside its looks
+    /// (eager start and resume) are handed to it to drive.
+    adopt: Mutex<Option<mpsc::UnboundedSender<Adopted>>>,
+}
+
+/// A run claimed outside the worker's looks, handed to it with its let-go switch.
+type Adopted = (Claimed, (watch::Sender<bool>, watch::Receiver<bool>));
+
+/// A slot reserved for a run about to be claimed outside the worker's looks; given back
+/// unless the run is handed over.
+struct EagerSlot<'a> {
+    engine: &'a Engine,
+    to_worker: Option<mpsc::UnboundedSender<Adopted>>,
+}
+
+impl EagerSlot<'_> {
+    /// Hands a claimed run to the worker, which drives it in this slot. A worker that has
+    /// stopped meanwhile gets nothing: the lease is let go.
+    fn hand_over(mut self, claimed: Claimed) {
+        let Some(to_worker) = self.to_worker.take() else {
+            return;
+        };
+        let id = claimed.run.id.clone();
+        let lost = self.engine.activate(&id);
+        if let Err(mpsc::error::SendError((claimed, _))) = to_worker.send((claimed, lost)) {
+            self.engine.deactivate(&id);
+            self.engine.release_slots(1);
+            let store = self.engine.store.clone();
+            tokio::spawn(async move {
+                let _ = store.release_lease(&claimed.lease).await;
+            });
+        }
+    }
+}
+
+impl Drop for EagerSlot<'_> {
+    fn drop(&mut self) {
+        if self.to_worker.is_some() {
+            self.engine.release_slots(1);
+        }
+    }
 }
 
 impl Engine {
@@ -98,6 +141,8 @@ impl Engine {
             poller_started: AtomicBool::new(false),
             draining: watch::channel(false).0,
             newer: Mutex::new(HashSet::new()),
+            slots_taken: AtomicUsize::new(0),
+            adopt: Mutex::new(None),
         }
     }
 
@@ -220,24 +265,39 @@ impl Engine {
         })?;
         let timeout = opts.timeout.or(wf.run_timeout());
         let id = opts.run_id.unwrap_or_else(crate::new_id);
-        let run = self
-            .store
-            .create_run(NewRun {
-                id: id.clone(),
-                workflow: workflow.to_string(),
-                state: wf.initial_state(),
-                start_type: wf.start_type().to_string(),
-                start_payload: start,
-                deadline_at: timeout.map(|t| now_ms() + t.as_millis() as i64),
-                format: wf.format(),
-            })
-            .await
-            .map_err(|e| match e {
-                StoreError::Conflict(_) => EngineError::RunExists(id.clone()),
-                other => other.into(),
-            })?;
+        let new = NewRun {
+            id: id.clone(),
+            workflow: workflow.to_string(),
+            state: wf.initial_state(),
+            start_type: wf.start_type().to_string(),
+            start_payload: start,
+            deadline_at: timeout.map(|t| now_ms() + t.as_millis() as i64),
+            format: wf.format(),
+        };
+        let exists = |e| match e {
+            StoreError::Conflict(_) => EngineError::RunExists(id.clone()),
+            other => other.into(),
+        };
+        // With a slot free here, the run is created under this process's lease and driven at
+        // once: no claim, no wait for the worker to look.
+        let run = match self.eager_slot() {
+            Some(slot) => {
+                let claimed = self
+                    .store
+                    .create_claimed(new, &self.config.owner, self.lease_ttl_ms())
+                    .await
+                    .map_err(exists)?;
+                let run = claimed.run.clone();
+                slot.hand_over(claimed);
+                run
+            }
+            None => {
+                let run = self.store.create_run(new).await.map_err(exists)?;
+                self.wake.notify_one();
+                run
+            }
+        };
         telemetry::run_started(workflow);
-        self.wake.notify_one();
         Ok(run)
     }
 
@@ -301,6 +361,19 @@ impl Engine {
             exclusive: decision,
             at_seq: (decision && waits_for_it).then_some(run.next_seq),
         };
+        // A message the run waits for wakes it: with a slot free here, under this process's
+        // lease, driven on at once.
+        if waits_for_it
+            && !self.lock_active().contains_key(run_id)
+            && let Some(slot) = self.eager_slot()
+            && let Some((message_id, claimed)) = self
+                .store
+                .deliver_claiming(run_id, &message, &self.config.owner, self.lease_ttl_ms())
+                .await?
+        {
+            slot.hand_over(claimed);
+            return Ok(DeliverOutcome::Accepted { message_id });
+        }
         let mut outcome = self.store.deliver(run_id, message.clone()).await?;
         if outcome == DeliverOutcome::BetweenWaits {
             // A decision that came between two waits (a plan being drafted again after a
@@ -389,6 +462,8 @@ impl Engine {
             Err(e) => warn!(error = %e, "could not release stale leases"),
         }
         let mut tasks = tokio::task::JoinSet::new();
+        let (to_worker, mut adopted) = mpsc::unbounded_channel::<Adopted>();
+        *self.lock_adopt() = Some(to_worker);
         // A look that had no free slot for all it may have found: done when a run ending here
         // frees one. (A run that parks or ends makes no new work; starts wake the worker
         // themselves, deliveries too, or, to a run driven here, when its driver lets go; the
@@ -425,7 +500,17 @@ impl Engine {
                 }
                 _ = shutdown.changed() => None,
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => owed.take(),
+                Some((claimed, lost)) = adopted.recv() => {
+                    self.spawn_driver(&mut tasks, claimed, lost);
+                    None
+                }
             };
+        }
+        // No more runs are handed over; those already are driven (and let go at once).
+        self.lock_adopt().take();
+        adopted.close();
+        while let Some((claimed, lost)) = adopted.recv().await {
+            self.spawn_driver(&mut tasks, claimed, lost);
         }
         self.draining.send_replace(true);
         let in_flight = tasks.len();
@@ -473,7 +558,7 @@ impl Engine {
             let rest = if expired { Look::Expired } else { kind };
             // Each round takes at least one run or ends the pass.
             loop {
-                let free = self.config.max_concurrent_runs.saturating_sub(tasks.len());
+                let free = self.reserve_slots(self.config.max_concurrent_runs);
                 if free == 0 {
                     return Some(rest);
                 }
@@ -492,24 +577,16 @@ impl Engine {
                 {
                     Ok(claimed) => claimed,
                     Err(e) => {
+                        self.release_slots(free);
                         warn!(error = %e, "claim failed");
                         return None;
                     }
                 };
                 let (taken, more) = (claimed.runs.len(), claimed.more);
-                for Claimed {
-                    run,
-                    lease,
-                    pending,
-                } in claimed.runs
-                {
-                    let lost = self.activate(&run.id);
-                    let me = self.clone();
-                    tasks.spawn(async move {
-                        let id = lease.run_id.clone();
-                        me.drive(run, lease, pending, lost).await;
-                        me.deactivate(&id);
-                    });
+                self.release_slots(free - taken);
+                for claimed in claimed.runs {
+                    let lost = self.activate(&claimed.run.id);
+                    self.spawn_driver(tasks, claimed, lost);
                 }
                 if !more || taken == 0 {
                     break;
@@ -612,6 +689,65 @@ impl Engine {
             return;
         }
         self.wake.notify_one();
+    }
+
+    /// Drives a claimed run in a slot already taken for it; the slot is given back when its
+    /// driver lets go.
+    fn spawn_driver(
+        self: &Arc<Self>,
+        tasks: &mut tokio::task::JoinSet<()>,
+        Claimed {
+            run,
+            lease,
+            pending,
+        }: Claimed,
+        lost: (watch::Sender<bool>, watch::Receiver<bool>),
+    ) {
+        let me = self.clone();
+        tasks.spawn(async move {
+            let id = lease.run_id.clone();
+            me.drive(run, lease, pending, lost).await;
+            me.deactivate(&id);
+            me.release_slots(1);
+        });
+    }
+
+    /// Takes up to `wanted` of the free slots; returns how many it took.
+    fn reserve_slots(&self, wanted: usize) -> usize {
+        let max = self.config.max_concurrent_runs;
+        let mut took = 0;
+        let _ = self
+            .slots_taken
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |taken| {
+                took = wanted.min(max.saturating_sub(taken));
+                Some(taken + took)
+            });
+        took
+    }
+
+    /// Gives back `n` slots taken with [`Engine::reserve_slots`].
+    fn release_slots(&self, n: usize) {
+        let _ = self
+            .slots_taken
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |taken| {
+                debug_assert!(taken >= n, "{n} slots given back of {taken} taken");
+                Some(taken.saturating_sub(n))
+            });
+    }
+
+    fn lock_adopt(&self) -> std::sync::MutexGuard<'_, Option<mpsc::UnboundedSender<Adopted>>> {
+        self.adopt.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A slot for a run claimed outside the worker's looks, when a worker runs here (and is
+    /// not draining) and has one free.
+    fn eager_slot(&self) -> Option<EagerSlot<'_>> {
+        let to_worker = self.lock_adopt().clone()?;
+        // Built only once the slot is taken: dropping one gives a slot back.
+        (self.reserve_slots(1) == 1).then(|| EagerSlot {
+            engine: self,
+            to_worker: Some(to_worker),
+        })
     }
 
     fn lock_newer(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {

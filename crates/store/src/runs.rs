@@ -77,6 +77,25 @@ fn pending_from_json(row: &AnyRow) -> StoreResult<Vec<PendingEvent>> {
     Ok(pending)
 }
 
+/// A claimed run's first page of pending step events, as one JSON text column `pending`
+/// (read back by [`pending_from_json`]); `run` is the SQL naming the run's id.
+fn pending_column(dialect: Dialect, run: &str) -> String {
+    let page = format!(
+        "(SELECT id, event_type, payload, attempts FROM run_inbox WHERE run_id = {run} \
+         AND consumed_at IS NULL ORDER BY id LIMIT {CLAIM_INBOX_PAGE})"
+    );
+    match dialect {
+        Dialect::Postgres => format!(
+            "CAST((SELECT json_agg(json_build_array(i.id, i.event_type, i.payload, \
+             i.attempts)) FROM {page} i) AS TEXT) AS pending"
+        ),
+        Dialect::Sqlite => format!(
+            "(SELECT json_group_array(json_array(i.id, i.event_type, i.payload, i.attempts)) \
+             FROM {page} i) AS pending"
+        ),
+    }
+}
+
 /// The run and lease returned by a claim (`RETURNING {RUN_COLS}, fence`).
 fn claimed_row(row: &AnyRow, owner: &str) -> StoreResult<(RunRecord, Lease)> {
     let run = run_from_row(row)?;
@@ -116,11 +135,94 @@ impl SqlStore {
     /// immediate transaction. On Postgres its reads share a snapshot, so the run is updated
     /// only if its mailbox counter is still the one read: a delivery committed meanwhile
     /// makes this one apply nothing, and None says to try again.
+    /// Creates a run with its start event pending, in one round trip: a CTE on Postgres, the
+    /// statement after it (inside the transaction) on SQLite. With `claim` (owner, ttl) the
+    /// run is created leased to that owner (its first fence), and its lease and start
+    /// event's id come back with it.
+    async fn insert_run(
+        &self,
+        run: NewRun,
+        claim: Option<(&str, i64)>,
+    ) -> StoreResult<(RunRecord, Option<(Lease, i64)>)> {
+        let now = now_ms();
+        let (lease_cols, lease_vals, returning) = match claim {
+            Some(_) => (
+                ", lease_owner, lease_expires_at, fence",
+                ", $9, $10, 1",
+                format!("{RUN_COLS}, fence"),
+            ),
+            None => ("", "", RUN_COLS.to_string()),
+        };
+        let insert_run = format!(
+            "INSERT INTO runs (id, workflow, status, state, deadline_at, created_at, updated_at, \
+             format{lease_cols}) VALUES ($1, $2, 'running', $3, $4, $5, $5, $8{lease_vals}) \
+             ON CONFLICT (id) DO NOTHING RETURNING {returning}"
+        );
+        let insert_start = "INSERT INTO run_inbox (run_id, event_type, payload, created_at)";
+        let sql = match self.dialect {
+            // A run claimed here needs no other worker told of it.
+            Dialect::Postgres => format!(
+                "WITH r AS ({insert_run}), i AS ({insert_start} SELECT id, $6, $7, $5 FROM r \
+                 RETURNING id) SELECT *, {tail} FROM r",
+                tail = match claim {
+                    Some(_) => "(SELECT id FROM i) AS start_event".to_string(),
+                    None => self.work_notice().unwrap_or_default(),
+                }
+            ),
+            Dialect::Sqlite => format!(
+                "BEGIN IMMEDIATE;\n{insert_run};\n{insert_start} SELECT $1, $6, $7, $5 \
+                 WHERE changes() = 1 RETURNING id AS start_event;\nCOMMIT"
+            ),
+        };
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&run.id)
+            .bind(&run.workflow)
+            .bind(to_text(&run.state)?)
+            .bind(run.deadline_at)
+            .bind(now)
+            .bind(&run.start_type)
+            .bind(to_text(&run.start_payload)?)
+            .bind(i64::from(run.format));
+        if let Some((owner, ttl_ms)) = claim {
+            query = query.bind(owner).bind(now + ttl_ms);
+        }
+        let rows = match self.dialect {
+            Dialect::Postgres => query.fetch_all(&self.pool).await.map_err(db_err)?,
+            Dialect::Sqlite => {
+                // One round trip: the body begins and commits its own transaction. All rows,
+                // so that every statement of it runs.
+                let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
+                let rows = query.fetch_all(conn.get()?).await.map_err(db_err)?;
+                conn.committed();
+                rows
+            }
+        };
+        let Some(row) = rows.iter().find(|r| r.try_column("workflow").is_ok()) else {
+            return Err(StoreError::Conflict(format!(
+                "run {} already exists",
+                run.id
+            )));
+        };
+        self.count_commit();
+        let Some((owner, _)) = claim else {
+            return Ok((run_from_row(row)?, None));
+        };
+        let (created, lease) = claimed_row(row, owner)?;
+        let start_event = rows
+            .iter()
+            .find_map(|r| r.try_get::<i64, _>("start_event").ok())
+            .ok_or_else(|| StoreError::Backend(format!("run {} has no start event", run.id)))?;
+        Ok((created, Some((lease, start_event))))
+    }
+
+    /// One delivery in one round trip (see [`RunStore::deliver`]); with `claim` (owner, ttl),
+    /// the claiming kind (see [`RunStore::deliver_claiming`]).
     async fn try_deliver(
         &self,
         run_id: &str,
         message: &NewMessage,
-    ) -> StoreResult<Option<DeliverOutcome>> {
+        claim: Option<(&str, i64)>,
+    ) -> StoreResult<Option<(DeliverOutcome, Option<Claimed>)>> {
         let now = now_ms();
         // No key: every delivery is distinct.
         let key = message
@@ -144,10 +246,32 @@ impl SqlStore {
              AND event_type = $1 AND status IN ({taken}) ORDER BY id LIMIT 1"
         );
         let keyed = "SELECT id FROM mailbox WHERE run_id = $3 AND idempotency_key = $5";
-        let wake = "mailbox_seq = mailbox_seq + 1, \
+        let mut wake = "mailbox_seq = mailbox_seq + 1, \
              status = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN 'running' ELSE status END, \
              waiting_for = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN NULL ELSE waiting_for END, \
-             updated_at = $2";
+             updated_at = $2"
+            .to_string();
+        // The claiming kind applies only to a run waiting for this type, which it wakes and
+        // takes; its claim comes back with the run's pending step events.
+        let mut woken = "status IN ('running', 'waiting')";
+        let mut returning = format!(
+            "id, {} AS notice",
+            self.work_notice().unwrap_or_else(|| "NULL".into())
+        );
+        let mut claimed_pg = "";
+        let mut claimed_sqlite = String::new();
+        if claim.is_some() {
+            wake.push_str(", lease_owner = $6, lease_expires_at = $7, fence = fence + 1");
+            woken = "status = 'waiting' AND waiting_for = $1";
+            returning = format!("{RUN_COLS}, fence");
+            claimed_pg = " LEFT JOIN (SELECT upd.*, PENDING FROM upd) c ON k.kind = 'inserted'";
+            claimed_sqlite = format!(
+                "SELECT 'claimed' AS kind, {RUN_COLS}, fence, {} FROM runs r \
+                 WHERE r.id = $3 AND changes() = 1;\n",
+                pending_column(self.dialect, "r.id")
+            );
+        }
+        let claimed_pg = claimed_pg.replace("PENDING", &pending_column(self.dialect, "upd.id"));
         let exclusive = |from: &str| {
             if message.exclusive {
                 format!(" AND NOT EXISTS (SELECT 1 FROM {from})")
@@ -161,25 +285,25 @@ impl SqlStore {
             Dialect::Postgres => format!(
                 "WITH cur AS (SELECT mailbox_seq, next_seq, status FROM runs WHERE id = $3), \
                  keyed AS ({keyed}), earlier AS ({earlier}), \
-                 upd AS (UPDATE runs SET {wake} WHERE id = $3 AND status IN ('running', 'waiting'){at_seq} \
+                 upd AS (UPDATE runs SET {wake} WHERE id = $3 AND {woken}{at_seq} \
                    AND mailbox_seq = (SELECT mailbox_seq FROM cur) \
-                   AND NOT EXISTS (SELECT 1 FROM keyed){excl} RETURNING id, {notice} AS notice), \
+                   AND NOT EXISTS (SELECT 1 FROM keyed){excl} RETURNING {returning}), \
                  ins AS ({insert} SELECT id, $1, $4, $5, $2 FROM upd \
                    ON CONFLICT (run_id, idempotency_key) DO NOTHING RETURNING id) \
-                 SELECT 'inserted' AS kind, id AS n, CAST(NULL AS TEXT) AS s, CAST(NULL AS TEXT) AS k FROM ins \
+                 SELECT * FROM (SELECT 'inserted' AS kind, id AS n, CAST(NULL AS TEXT) AS s, CAST(NULL AS TEXT) AS k FROM ins \
                  UNION ALL SELECT 'run', next_seq, status, NULL FROM cur \
                  UNION ALL SELECT 'keyed', id, NULL, NULL FROM keyed \
-                 UNION ALL SELECT 'earlier', id, status, idempotency_key FROM earlier",
+                 UNION ALL SELECT 'earlier', id, status, idempotency_key FROM earlier) k{claimed_pg}",
                 excl = exclusive("earlier"),
-                notice = self.work_notice().unwrap_or_else(|| "NULL".into()),
             ),
             Dialect::Sqlite => {
                 let mut body = format!(
                     "BEGIN IMMEDIATE;\n\
-                     UPDATE runs SET {wake} WHERE id = $3 AND status IN ('running', 'waiting'){at_seq} \
+                     UPDATE runs SET {wake} WHERE id = $3 AND {woken}{at_seq} \
                      AND NOT EXISTS ({keyed}){excl};\n\
                      {insert} SELECT $3, $1, $4, $5, $2 WHERE changes() = 1 \
                      RETURNING 'inserted' AS kind, id AS n, NULL AS s, NULL AS k;\n\
+                     {claimed_sqlite}\
                      SELECT 'run', next_seq, status, NULL FROM runs WHERE id = $3;\n\
                      SELECT 'keyed', id, NULL, NULL FROM mailbox WHERE run_id = $3 AND idempotency_key = $5;\n",
                     excl = exclusive(&format!("({earlier})")),
@@ -193,12 +317,15 @@ impl SqlStore {
                 body
             }
         };
-        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&message.event_type)
             .bind(now)
             .bind(run_id)
             .bind(to_text(&message.payload)?)
             .bind(&key);
+        if let Some((owner, ttl_ms)) = claim {
+            query = query.bind(owner).bind(now + ttl_ms);
+        }
         let rows = match self.dialect {
             Dialect::Postgres => query.fetch_all(&self.pool).await.map_err(db_err)?,
             Dialect::Sqlite => {
@@ -209,8 +336,25 @@ impl SqlStore {
             }
         };
         let mut seen = DeliverySeen::default();
+        let mut claimed = None;
         for row in &rows {
+            if let Some((owner, _)) = claim
+                && row
+                    .try_get::<Option<i64>, _>("fence")
+                    .is_ok_and(|f| f.is_some())
+            {
+                let (run, lease) = claimed_row(row, owner)?;
+                let pending = Some(pending_from_json(row)?);
+                claimed = Some(Claimed {
+                    run,
+                    lease,
+                    pending,
+                });
+            }
             let kind: String = row.try_get(0).map_err(db_err)?;
+            if kind == "claimed" {
+                continue;
+            }
             let n: i64 = row.try_get(1).map_err(db_err)?;
             match kind.as_str() {
                 "inserted" => seen.inserted = Some(n),
@@ -228,23 +372,27 @@ impl SqlStore {
         }
         if let Some(id) = seen.inserted {
             self.count_commit();
-            return Ok(Some(DeliverOutcome::Accepted { message_id: id }));
+            return Ok(Some((DeliverOutcome::Accepted { message_id: id }, claimed)));
+        }
+        if claim.is_some() {
+            // Not waiting for it, or refused: the ordinary delivery says why.
+            return Ok(None);
         }
         // A delivery made already is a duplicate, whatever the run has done since.
         if let Some(id) = seen.keyed {
-            return Ok(Some(DeliverOutcome::Duplicate { message_id: id }));
+            return Ok(Some((DeliverOutcome::Duplicate { message_id: id }, None)));
         }
         let Some((status, next_seq)) = seen.run else {
-            return Ok(Some(DeliverOutcome::RunNotFound));
+            return Ok(Some((DeliverOutcome::RunNotFound, None)));
         };
         let status = RunStatus::parse(&status)
             .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?;
         if status.is_terminal() {
-            return Ok(Some(DeliverOutcome::RunTerminal(status)));
+            return Ok(Some((DeliverOutcome::RunTerminal(status), None)));
         }
         if let Some((_, earlier_status, _)) = seen.earlier {
             if earlier_status != "pending" {
-                return Ok(Some(DeliverOutcome::BetweenWaits));
+                return Ok(Some((DeliverOutcome::BetweenWaits, None)));
             }
             return Err(StoreError::Conflict(format!(
                 "another {} for this run was received first and is being taken up",
@@ -370,52 +518,29 @@ async fn insert_rows<T>(
 #[async_trait]
 impl RunStore for SqlStore {
     async fn create_run(&self, run: NewRun) -> StoreResult<RunRecord> {
-        let now = now_ms();
-        let insert_run = format!(
-            "INSERT INTO runs (id, workflow, status, state, deadline_at, created_at, updated_at, format) \
-             VALUES ($1, $2, 'running', $3, $4, $5, $5, $8) ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS}"
-        );
-        // The start event goes in only with a new run, in the same round trip: a CTE on
-        // Postgres, the statement after it (inside the transaction) on SQLite.
-        let sql = match self.dialect {
-            Dialect::Postgres => format!(
-                "WITH r AS ({insert_run}), i AS (INSERT INTO run_inbox (run_id, event_type, \
-                 payload, created_at) SELECT id, $6, $7, $5 FROM r) SELECT *, {notice} FROM r",
-                notice = self.work_notice().unwrap_or_default()
-            ),
-            Dialect::Sqlite => format!(
-                "BEGIN IMMEDIATE;\n{insert_run};\nINSERT INTO run_inbox (run_id, event_type, \
-                 payload, created_at) SELECT $1, $6, $7, $5 WHERE changes() = 1;\nCOMMIT"
-            ),
-        };
-        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&run.id)
-            .bind(&run.workflow)
-            .bind(to_text(&run.state)?)
-            .bind(run.deadline_at)
-            .bind(now)
-            .bind(&run.start_type)
-            .bind(to_text(&run.start_payload)?)
-            .bind(i64::from(run.format));
-        let row = match self.dialect {
-            Dialect::Postgres => query.fetch_optional(&self.pool).await.map_err(db_err)?,
-            Dialect::Sqlite => {
-                // One round trip: the body begins and commits its own transaction. All rows,
-                // so that every statement of it runs.
-                let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
-                let rows = query.fetch_all(conn.get()?).await.map_err(db_err)?;
-                conn.committed();
-                rows.into_iter().next()
-            }
-        };
-        let Some(row) = row else {
-            return Err(StoreError::Conflict(format!(
-                "run {} already exists",
+        let (run, _) = self.insert_run(run, None).await?;
+        Ok(run)
+    }
+
+    async fn create_claimed(&self, run: NewRun, owner: &str, ttl_ms: i64) -> StoreResult<Claimed> {
+        let (start_type, start_payload) = (run.start_type.clone(), run.start_payload.clone());
+        let (run, claim) = self.insert_run(run, Some((owner, ttl_ms))).await?;
+        let Some((lease, start_event)) = claim else {
+            return Err(StoreError::Backend(format!(
+                "run {} was created without its lease",
                 run.id
             )));
         };
-        self.count_commit();
-        run_from_row(&row)
+        Ok(Claimed {
+            run,
+            lease,
+            pending: Some(vec![PendingEvent {
+                id: start_event,
+                event_type: start_type,
+                payload: start_payload,
+                attempts: 0,
+            }]),
+        })
     }
 
     async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
@@ -527,12 +652,6 @@ impl RunStore for SqlStore {
         // pending events are read with the claim. A run taken over may see its old holder's
         // last commit land meanwhile: its inbox is read afterwards, by its driver.
         let with_inbox = !expired;
-        let inbox_of = |run: &str| {
-            format!(
-                "(SELECT id, event_type, payload, attempts FROM run_inbox WHERE run_id = {run} \
-                 AND consumed_at IS NULL ORDER BY id LIMIT {CLAIM_INBOX_PAGE})"
-            )
-        };
         let rows = match self.dialect {
             // Materialized, so the candidates are picked (and locked) once: as a subquery of
             // the UPDATE, Postgres may run it again per row and take more than `limit`.
@@ -549,10 +668,8 @@ impl RunStore for SqlStore {
                 );
                 let sql = if with_inbox {
                     format!(
-                        "{claim} SELECT u.*, CAST((SELECT json_agg(json_build_array(i.id, \
-                         i.event_type, i.payload, i.attempts)) FROM {} i) AS TEXT) AS pending, \
-                         {more} FROM u",
-                        inbox_of("u.id")
+                        "{claim} SELECT u.*, {}, {more} FROM u",
+                        pending_column(self.dialect, "u.id")
                     )
                 } else {
                     format!("{claim} SELECT *, {more} FROM u")
@@ -565,13 +682,11 @@ impl RunStore for SqlStore {
                     // One immediate transaction: the claim, then the claimed runs' inboxes,
                     // then whether claimable runs are left.
                     let sql = format!(
-                        "BEGIN IMMEDIATE;\n{claim};\nSELECT r.id AS claimed, \
-                         (SELECT json_group_array(json_array(i.id, i.event_type, i.payload, \
-                         i.attempts)) FROM {} i) AS pending FROM runs r \
+                        "BEGIN IMMEDIATE;\n{claim};\nSELECT r.id AS claimed, {} FROM runs r \
                          WHERE r.lease_owner = {owner_p} AND r.lease_expires_at = {expires} \
                          AND r.status = 'running';\n\
                          SELECT CAST(EXISTS ({claimable}) AS BIGINT) AS more;\nCOMMIT",
-                        inbox_of("r.id")
+                        pending_column(self.dialect, "r.id")
                     );
                     let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
                     let rows = p.query(sql).fetch_all(conn.get()?).await.map_err(db_err)?;
@@ -893,7 +1008,7 @@ impl RunStore for SqlStore {
         // Bounded: on Postgres a delivery that lost a race to another one touching the run at
         // the same moment looks again; each try is one round trip.
         for _ in 0..DELIVER_TRIES {
-            if let Some(outcome) = self.try_deliver(run_id, &message).await? {
+            if let Some((outcome, _)) = self.try_deliver(run_id, &message, None).await? {
                 return Ok(outcome);
             }
         }
@@ -901,6 +1016,24 @@ impl RunStore for SqlStore {
             "run {run_id} is changing too fast to take this {}; send it again",
             message.event_type
         )))
+    }
+
+    async fn deliver_claiming(
+        &self,
+        run_id: &str,
+        message: &NewMessage,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> StoreResult<Option<(i64, Claimed)>> {
+        match self
+            .try_deliver(run_id, message, Some((owner, ttl_ms)))
+            .await?
+        {
+            Some((DeliverOutcome::Accepted { message_id }, Some(claimed))) => {
+                Ok(Some((message_id, claimed)))
+            }
+            _ => Ok(None),
+        }
     }
 
     async fn mailbox_peek(&self, run_id: &str, event_type: &str) -> StoreResult<MailboxView> {

@@ -31,6 +31,7 @@ both!(
     mailbox_keeps_early_events_dedupes_and_supersedes,
     a_second_decision_is_refused_and_a_stale_one_too,
     suspend_cannot_miss_a_message,
+    a_run_is_created_or_woken_under_its_starters_lease,
     cancel_streams_event_and_fences_out_owner,
     restarted_owner_takes_runs_back,
     concurrent_claimers_never_share_a_run,
@@ -561,6 +562,123 @@ async fn suspend_cannot_miss_a_message(s: SqlStore) {
     assert!(
         s.claim_next("w2", 10_000, &[]).await.unwrap().is_some(),
         "woken run not claimable"
+    );
+}
+
+/// Eager start and resume: a run created or woken by a process with a slot free comes back
+/// already leased to it, with its pending step events, and no other claimer can take it. A
+/// claiming delivery to a run not waiting for it writes nothing.
+async fn a_run_is_created_or_woken_under_its_starters_lease(s: SqlStore) {
+    let new = NewRun {
+        id: "r1".into(),
+        workflow: "wf".into(),
+        state: json!({"count": 0}),
+        start_type: "Start".into(),
+        start_payload: json!({"q": "hello"}),
+        deadline_at: None,
+        format: 2,
+    };
+    let created = s.create_claimed(new.clone(), "w1", 10_000).await.unwrap();
+    assert_eq!(
+        (created.lease.owner.as_str(), created.lease.fence),
+        ("w1", 1)
+    );
+    assert_eq!(created.run.status, RunStatus::Running);
+    let start = &created
+        .pending
+        .as_ref()
+        .expect("the start event comes along")[0];
+    assert_eq!(start.event_type, "Start");
+    assert_eq!(start.payload, json!({"q": "hello"}));
+    assert_eq!(next_pending(&s, "r1").await.unwrap().id, start.id);
+    assert!(
+        s.claim_next("w2", 10_000, &[]).await.unwrap().is_none(),
+        "a run created under a lease is claimable by others"
+    );
+    assert!(matches!(
+        s.create_claimed(new, "w2", 10_000).await,
+        Err(StoreError::Conflict(_))
+    ));
+
+    // Its first step runs under that lease, then it parks for an Approve.
+    let lease = created.lease;
+    s.commit_step(
+        &lease,
+        &commit(start.id, vec![env(0)], StepOutcome::Continue),
+    )
+    .await
+    .unwrap();
+    let view = s.mailbox_peek("r1", "Approve").await.unwrap();
+    assert_eq!(
+        s.suspend(&lease, "Approve", view.mailbox_seq)
+            .await
+            .unwrap(),
+        SuspendOutcome::Suspended
+    );
+
+    let message = |event_type: &str| NewMessage {
+        event_type: event_type.into(),
+        payload: json!({"ok": true}),
+        idempotency_key: Some(format!("key-{event_type}")),
+        ..Default::default()
+    };
+    assert!(
+        s.deliver_claiming("r1", &message("Other"), "w2", 10_000)
+            .await
+            .unwrap()
+            .is_none(),
+        "a message the run does not wait for is left to the ordinary delivery"
+    );
+    assert!(
+        s.mailbox_peek("r1", "Other")
+            .await
+            .unwrap()
+            .message
+            .is_none(),
+        "and nothing was stored"
+    );
+    assert_eq!(
+        s.get_run("r1").await.unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+
+    let (message_id, woken) = s
+        .deliver_claiming("r1", &message("Approve"), "w2", 10_000)
+        .await
+        .unwrap()
+        .expect("the awaited message wakes and claims the run");
+    assert_eq!((woken.lease.owner.as_str(), woken.lease.fence), ("w2", 2));
+    assert_eq!(woken.run.status, RunStatus::Running);
+    assert_eq!(woken.run.waiting_for, None);
+    assert_eq!(woken.run.state, json!({"count": 1}));
+    let pending: Vec<&str> = woken
+        .pending
+        .as_ref()
+        .expect("its inbox comes along")
+        .iter()
+        .map(|p| p.event_type.as_str())
+        .collect();
+    assert_eq!(pending, vec!["Next"], "the step event the commit sent");
+    assert_eq!(
+        s.mailbox_peek("r1", "Approve").await.unwrap().message,
+        Some((message_id, json!({"ok": true})))
+    );
+    assert!(
+        !s.renew_lease(&lease, 10_000).await.unwrap(),
+        "the lease it parked under is gone"
+    );
+    assert!(s.claim_next("w3", 10_000, &[]).await.unwrap().is_none());
+
+    // The same message again is not taken twice: the ordinary delivery calls it a duplicate.
+    assert!(
+        s.deliver_claiming("r1", &message("Approve"), "w3", 10_000)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        s.deliver("r1", message("Approve")).await.unwrap(),
+        DeliverOutcome::Duplicate { message_id }
     );
 }
 

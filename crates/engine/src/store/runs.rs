@@ -250,6 +250,10 @@ pub struct RunFilter {
 pub trait RunStore: Send + Sync + 'static {
     /// Creates a run with its start event pending. Fails with `Conflict` if the id exists.
     async fn create_run(&self, run: NewRun) -> StoreResult<RunRecord>;
+    /// [`RunStore::create_run`] with the run's lease taken by `owner` in the same write
+    /// (eager start): a process that starts a run with a slot free drives it at once, with no
+    /// claim of its own. The claim holds the start event as the run's pending inbox.
+    async fn create_claimed(&self, run: NewRun, owner: &str, ttl_ms: i64) -> StoreResult<Claimed>;
     async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
     /// A run's status and next sequence number, without its state (which may be large):
     /// for readers that only ask whether it moved or ended.
@@ -361,6 +365,18 @@ pub trait RunStore: Send + Sync + 'static {
     ) -> StoreResult<Option<i64>>;
 
     async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome>;
+    /// [`RunStore::deliver`] to a run waiting for the message's type, taking the run's lease
+    /// for `owner` in the same write (eager resume): the process the message reached drives
+    /// the run on at once, with no claim of its own. Applies only while the run waits for
+    /// this type and the message would be accepted; otherwise nothing is written and None
+    /// says to deliver it the ordinary way. Returns the stored message's id and the claim.
+    async fn deliver_claiming(
+        &self,
+        run_id: &str,
+        message: &NewMessage,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> StoreResult<Option<(i64, Claimed)>>;
     async fn mailbox_peek(&self, run_id: &str, event_type: &str) -> StoreResult<MailboxView>;
 
     /// Stream events with `seq > after`, oldest first, at most `limit`.
