@@ -923,6 +923,64 @@ async fn runs_started_or_approved_here_share_the_slots_with_claimed_ones(dialect
     worker.await.unwrap();
 }
 
+/// A run started here is driven knowing its mailbox empty, so its first wait parks without
+/// reading it; an approval delivered in between is still taken up, not slept through.
+async fn an_approval_sent_before_a_run_started_here_first_parks_is_taken_up(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let approval_sent = Arc::new(tokio::sync::Notify::new());
+    let sent = approval_sent.clone();
+    let wf = Workflow::<St>::new::<Ask>("held")
+        .accepts_external::<ApproveEvent>()
+        .step("plan", move |ctx: Ctx<St>, _: Ask| {
+            let sent = sent.clone();
+            async move {
+                // Holds the run before its wait until the approval is in its mailbox.
+                sent.notified().await;
+                ctx.send(Planned {})
+            }
+        })
+        .step("answer", |ctx: Ctx<St>, _: Planned| async move {
+            let decision = ctx.wait_for::<ApproveEvent>().await?;
+            ctx.stop(&Answer {
+                text: decision.feedback.unwrap_or_default(),
+                rounds: 1,
+            })
+        })
+        .build();
+    let e = engine_with(&db, config("early", Duration::from_secs(30)), [wf]);
+    let (stop, worker) = run_worker(&e);
+    // The worker is up before the start, so the run is taken at once.
+    let deadline = std::time::Instant::now() + WAIT;
+    while !e.is_taking_runs() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let run = e
+        .start("held", json!({"question": "q"}), StartOptions::default())
+        .await
+        .unwrap();
+    e.send(
+        &run.id,
+        "ApproveEvent",
+        json!({"approved": true, "feedback": "early"}),
+        None,
+    )
+    .await
+    .unwrap();
+    approval_sent.notify_one();
+    let done = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status.is_terminal()
+    })
+    .await;
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.result.unwrap().value["text"], "early");
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
+
 macro_rules! both {
     ($($case:ident),*) => {
         mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Sqlite).await })* }
@@ -931,6 +989,7 @@ macro_rules! both {
 }
 both!(
     runs_started_or_approved_here_share_the_slots_with_claimed_ones,
+    an_approval_sent_before_a_run_started_here_first_parks_is_taken_up,
     a_busy_worker_still_takes_over_a_run_whose_holder_died,
     an_approval_landing_as_the_run_parks_is_taken_up_without_polling,
     a_run_stored_by_an_older_version_is_upgraded,

@@ -42,6 +42,46 @@ pub struct CtxParts {
     pub journal_empty: bool,
     /// Where this process announces events it committed (stream readers wait on it).
     pub(crate) signals: Arc<crate::signal::Signals>,
+    /// What the driver knows of the run's mailbox without looking.
+    pub(crate) known_mail: Option<KnownMail>,
+}
+
+/// What a driver knows of its run's mailbox without reading it, so that a step's wait need
+/// not look: from the write that took the run. A wait that parks on it is still safe: the
+/// park is refused if anything was delivered since `mailbox_seq`, and the step runs again.
+#[derive(Debug, Clone)]
+pub(crate) enum KnownMail {
+    /// Nothing pending when the counter read `mailbox_seq`: a run just created here.
+    Empty { mailbox_seq: i64 },
+    /// The message that just woke the run, delivered here: the oldest pending one of its
+    /// type, since a run parks only when none of the type it waits for is pending.
+    Woke {
+        event_type: String,
+        id: i64,
+        payload: Value,
+        mailbox_seq: i64,
+    },
+}
+
+impl KnownMail {
+    /// What a look at the mailbox for `event_type` would see, if known.
+    fn view(&self, event_type: &str) -> Option<crate::store::MailboxView> {
+        match self {
+            KnownMail::Empty { mailbox_seq } => Some(crate::store::MailboxView {
+                message: None,
+                mailbox_seq: *mailbox_seq,
+            }),
+            KnownMail::Woke {
+                event_type: woke_by,
+                id,
+                payload,
+                mailbox_seq,
+            } => (woke_by == event_type).then(|| crate::store::MailboxView {
+                message: Some((*id, payload.clone())),
+                mailbox_seq: *mailbox_seq,
+            }),
+        }
+    }
 }
 
 /// Everything a step produced, for the commit.
@@ -408,7 +448,10 @@ impl<S: Serialize + Clone> Ctx<S> {
     /// task or memory, until one arrives; then the step runs again from the top.
     pub async fn wait_for<E: Event>(&self) -> Result<E, StepError> {
         let p = &self.parts;
-        let view = p.store.mailbox_peek(&p.lease.run_id, E::TYPE).await?;
+        let view = match p.known_mail.as_ref().and_then(|k| k.view(E::TYPE)) {
+            Some(view) => view,
+            None => p.store.mailbox_peek(&p.lease.run_id, E::TYPE).await?,
+        };
         match view.message {
             Some((id, payload)) => {
                 let event: E = serde_json::from_value(payload).map_err(|e| {

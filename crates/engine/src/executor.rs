@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc, watch};
 use tracing::{Instrument as _, debug, info, warn};
 
-use crate::context::CtxParts;
+use crate::context::{CtxParts, KnownMail};
 use crate::error::{EngineError, StepError};
 use crate::event::{
     Envelope, ExceptionInfo, WorkflowCancelledEvent, WorkflowFailedEvent, WorkflowTimedOutEvent,
@@ -90,8 +90,13 @@ pub struct Engine {
     adopt: Mutex<Option<mpsc::UnboundedSender<Adopted>>>,
 }
 
-/// A run claimed outside the worker's looks, handed to it with its let-go switch.
-type Adopted = (Claimed, (watch::Sender<bool>, watch::Receiver<bool>));
+/// A run claimed outside the worker's looks, handed to it with what is known of its mailbox
+/// and its let-go switch.
+type Adopted = (
+    Claimed,
+    Option<KnownMail>,
+    (watch::Sender<bool>, watch::Receiver<bool>),
+);
 
 /// A slot reserved for a run about to be claimed outside the worker's looks; given back
 /// unless the run is handed over.
@@ -103,15 +108,18 @@ struct EagerSlot<'a> {
 impl EagerSlot<'_> {
     /// Hands a claimed run to the worker, which drives it in this slot. A worker that has
     /// stopped meanwhile gets nothing: the lease is let go.
-    fn hand_over(mut self, claimed: Claimed) {
+    fn hand_over(mut self, claimed: Claimed, mail: KnownMail) {
         let Some(to_worker) = self.to_worker.take() else {
             return;
         };
         let id = claimed.run.id.clone();
         let lost = self.engine.activate(&id);
-        if let Err(mpsc::error::SendError((claimed, _))) = to_worker.send((claimed, lost)) {
+        if let Err(mpsc::error::SendError((claimed, ..))) =
+            to_worker.send((claimed, Some(mail), lost))
+        {
             self.engine.deactivate(&id);
             self.engine.release_slots(1);
+            self.engine.wake.notify_one();
             let store = self.engine.store.clone();
             tokio::spawn(async move {
                 let _ = store.release_lease(&claimed.lease).await;
@@ -124,6 +132,9 @@ impl Drop for EagerSlot<'_> {
     fn drop(&mut self) {
         if self.to_worker.is_some() {
             self.engine.release_slots(1);
+            // A look that found no slot while this one was held waits for a run to end
+            // here, which may never come: it looks again now.
+            self.engine.wake.notify_one();
         }
     }
 }
@@ -288,7 +299,8 @@ impl Engine {
                     .await
                     .map_err(exists)?;
                 let run = claimed.run.clone();
-                slot.hand_over(claimed);
+                let mailbox_seq = run.mailbox_seq;
+                slot.hand_over(claimed, KnownMail::Empty { mailbox_seq });
                 run
             }
             None => {
@@ -371,7 +383,13 @@ impl Engine {
                 .deliver_claiming(run_id, &message, &self.config.owner, self.lease_ttl_ms())
                 .await?
         {
-            slot.hand_over(claimed);
+            let mail = KnownMail::Woke {
+                event_type: event_type.to_string(),
+                id: message_id,
+                payload: message.payload,
+                mailbox_seq: claimed.run.mailbox_seq,
+            };
+            slot.hand_over(claimed, mail);
             return Ok(DeliverOutcome::Accepted { message_id });
         }
         let mut outcome = self.store.deliver(run_id, message.clone()).await?;
@@ -463,7 +481,8 @@ impl Engine {
         }
         let mut tasks = tokio::task::JoinSet::new();
         let (to_worker, mut adopted) = mpsc::unbounded_channel::<Adopted>();
-        *self.lock_adopt() = Some(to_worker);
+        // Runs are handed over once the first look is done (it takes what was left waiting).
+        let mut to_worker = Some(to_worker);
         // A look that had no free slot for all it may have found: done when a run ending here
         // frees one. (A run that parks or ends makes no new work; starts wake the worker
         // themselves, deliveries too, or, to a run driven here, when its driver lets go; the
@@ -486,6 +505,9 @@ impl Engine {
                     _ => None,
                 };
             }
+            if let Some(to_worker) = to_worker.take() {
+                *self.lock_adopt() = Some(to_worker);
+            }
             look = tokio::select! {
                 _ = self.wake.notified() => Some(Look::Free),
                 // Other processes' new work reaches this one by notice while the relay is
@@ -500,8 +522,8 @@ impl Engine {
                 }
                 _ = shutdown.changed() => None,
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => owed.take(),
-                Some((claimed, lost)) = adopted.recv() => {
-                    self.spawn_driver(&mut tasks, claimed, lost);
+                Some((claimed, mail, lost)) = adopted.recv() => {
+                    self.spawn_driver(&mut tasks, claimed, mail, lost);
                     None
                 }
             };
@@ -509,8 +531,8 @@ impl Engine {
         // No more runs are handed over; those already are driven (and let go at once).
         self.lock_adopt().take();
         adopted.close();
-        while let Some((claimed, lost)) = adopted.recv().await {
-            self.spawn_driver(&mut tasks, claimed, lost);
+        while let Some((claimed, mail, lost)) = adopted.recv().await {
+            self.spawn_driver(&mut tasks, claimed, mail, lost);
         }
         self.draining.send_replace(true);
         let in_flight = tasks.len();
@@ -586,7 +608,7 @@ impl Engine {
                 self.release_slots(free - taken);
                 for claimed in claimed.runs {
                     let lost = self.activate(&claimed.run.id);
-                    self.spawn_driver(tasks, claimed, lost);
+                    self.spawn_driver(tasks, claimed, None, lost);
                 }
                 if !more || taken == 0 {
                     break;
@@ -600,6 +622,12 @@ impl Engine {
             }
         }
         None
+    }
+
+    /// Whether a worker runs here and takes runs: it has made its first look for runs left
+    /// waiting, and is not shutting down.
+    pub fn is_taking_runs(&self) -> bool {
+        self.lock_adopt().is_some()
     }
 
     /// Whether this process is shutting down (drivers let go at their next step boundary).
@@ -622,7 +650,7 @@ impl Engine {
             {
                 Some((run, lease)) => {
                     let lost = self.activate(run_id);
-                    self.drive(run, lease, None, lost).await;
+                    self.drive(run, lease, None, None, lost).await;
                     self.deactivate(run_id);
                     if self.lock_newer().contains(run_id) {
                         let run = self.store.get_run(run_id).await?;
@@ -701,12 +729,13 @@ impl Engine {
             lease,
             pending,
         }: Claimed,
+        mail: Option<KnownMail>,
         lost: (watch::Sender<bool>, watch::Receiver<bool>),
     ) {
         let me = self.clone();
         tasks.spawn(async move {
             let id = lease.run_id.clone();
-            me.drive(run, lease, pending, lost).await;
+            me.drive(run, lease, pending, mail, lost).await;
             me.deactivate(&id);
             me.release_slots(1);
         });
@@ -774,6 +803,7 @@ impl Engine {
         run: RunRecord,
         lease: Lease,
         pending: Option<Vec<PendingEvent>>,
+        mail: Option<KnownMail>,
         (lost_tx, lost_rx): (watch::Sender<bool>, watch::Receiver<bool>),
     ) {
         let Some(wf) = self.workflows.get(&run.workflow).cloned() else {
@@ -812,7 +842,10 @@ impl Engine {
         ));
         let id = run.id.clone();
         let inbox = pending.map(Inbox::first_page).unwrap_or_default();
-        let release = match self.drive_steps(&wf, run, inbox, &lease, lost_rx).await {
+        let release = match self
+            .drive_steps(&wf, run, inbox, mail, &lease, lost_rx)
+            .await
+        {
             Ok(release) => release,
             Err(StoreError::Unavailable(e)) => {
                 // Nothing the step did counts as an attempt: the run is let go as soon as the
@@ -845,6 +878,7 @@ impl Engine {
         wf: &Arc<dyn ErasedWorkflow>,
         mut run: RunRecord,
         mut inbox: Inbox,
+        mut known_mail: Option<KnownMail>,
         lease: &Lease,
         lost: watch::Receiver<bool>,
     ) -> Result<bool, StoreError> {
@@ -897,7 +931,13 @@ impl Engine {
                 deadline,
                 journal_empty: inbox.first_run(pending.id),
                 signals: self.signals.clone(),
+                known_mail: known_mail.clone(),
             };
+            // The message that woke the run is for the step it woke only; an empty mailbox
+            // stays known empty (a delivery since moves its counter, and a park sees that).
+            if matches!(known_mail, Some(KnownMail::Woke { .. })) {
+                known_mail = None;
+            }
             let limit = match deadline {
                 Some(d) => step_timeout.min(d.saturating_duration_since(Instant::now())),
                 None => step_timeout,
@@ -982,7 +1022,10 @@ impl Engine {
                         self.notify(&run.id);
                         return Ok(false);
                     }
-                    SuspendOutcome::MailArrived => continue,
+                    SuspendOutcome::MailArrived => {
+                        known_mail = None;
+                        continue;
+                    }
                 },
                 Err(StepError::LeaseLost) => return Ok(false),
                 Err(StepError::Store(StoreError::Unavailable(e))) => {

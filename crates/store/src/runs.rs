@@ -15,7 +15,7 @@ use crate::sql::Params;
 use crate::{Dialect, SqlStore, db_err, json_err};
 
 const RUN_COLS: &str = "id, workflow, status, state, result, error, waiting_for, next_seq, \
-                        deadline_at, created_at, updated_at, completed_at, format";
+                        mailbox_seq, deadline_at, created_at, updated_at, completed_at, format";
 
 fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
     let status: String = row.try_get("status").map_err(db_err)?;
@@ -34,6 +34,7 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
         error: row.try_get("error").map_err(db_err)?,
         waiting_for: row.try_get("waiting_for").map_err(db_err)?,
         next_seq: row.try_get("next_seq").map_err(db_err)?,
+        mailbox_seq: row.try_get("mailbox_seq").map_err(db_err)?,
         deadline_at: row.try_get("deadline_at").map_err(db_err)?,
         created_at: row.try_get("created_at").map_err(db_err)?,
         updated_at: row.try_get("updated_at").map_err(db_err)?,
@@ -253,7 +254,14 @@ impl SqlStore {
             .to_string();
         // The claiming kind applies only to a run waiting for this type, which it wakes and
         // takes; its claim comes back with the run's pending step events.
-        let mut woken = "status IN ('running', 'waiting')";
+        // A decision sent for a wait applies only while that wait is open: the run may have
+        // taken up another decision since without streaming anything (a rejection goes
+        // straight back to planning), so its sequence number alone does not say.
+        let mut woken = if message.at_seq.is_some() {
+            "status = 'waiting' AND waiting_for = $1"
+        } else {
+            "status IN ('running', 'waiting')"
+        };
         let mut returning = format!(
             "id, {} AS notice",
             self.work_notice().unwrap_or_else(|| "NULL".into())
@@ -399,7 +407,8 @@ impl SqlStore {
                 message.event_type
             )));
         }
-        if message.at_seq.is_some_and(|seq| seq != next_seq) {
+        let wait_open = status == RunStatus::Waiting && message.at_seq == Some(next_seq);
+        if message.at_seq.is_some() && !(wait_open && self.dialect == Dialect::Postgres) {
             return Err(StoreError::Conflict(format!(
                 "the run has moved on since this {} was sent (another was taken up); \
                  read its state and decide again",

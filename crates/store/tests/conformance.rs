@@ -421,7 +421,7 @@ async fn mailbox_keeps_early_events_dedupes_and_supersedes(s: SqlStore) {
 }
 
 async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
-    let run = new_run(&s, "r1").await;
+    new_run(&s, "r1").await;
     let decision = |v: Value, key: &str, at_seq: Option<i64>| NewMessage {
         event_type: "Approve".into(),
         payload: v,
@@ -429,6 +429,13 @@ async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
         exclusive: true,
         at_seq,
     };
+    // The run parks for a decision.
+    let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
+    let view = s.mailbox_peek("r1", "Approve").await.unwrap();
+    s.suspend(&lease, "Approve", view.mailbox_seq)
+        .await
+        .unwrap();
+    let run = s.get_run("r1").await.unwrap().unwrap();
     let first = s
         .deliver("r1", decision(json!({"ok": true}), "a", Some(run.next_seq)))
         .await
@@ -444,24 +451,31 @@ async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
         DeliverOutcome::Duplicate { message_id }
     );
     // Another decision while the first waits to be taken up is refused, and not stored.
-    let second = s
-        .deliver("r1", decision(json!({"ok": false}), "b", None))
-        .await;
-    assert!(matches!(second, Err(StoreError::Conflict(_))), "{second:?}");
-    // Once the first is taken up the run has moved on: a decision sent for the old
-    // position is refused; one for the new position is taken.
+    for (key, at_seq) in [("b", None), ("b2", Some(run.next_seq))] {
+        let second = s
+            .deliver("r1", decision(json!({"ok": false}), key, at_seq))
+            .await;
+        assert!(matches!(second, Err(StoreError::Conflict(_))), "{second:?}");
+    }
+    // Taken up by a commit that streams nothing (a rejection going straight back to
+    // planning): the wait it was for is over though the stream has not moved, so a decision
+    // sent for it is refused.
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
     let start = next_pending(&s, "r1").await.unwrap();
-    let mut c = commit(start.id, vec![env(1)], StepOutcome::Continue);
+    let mut c = commit(start.id, vec![], StepOutcome::Continue);
     c.mailbox_consumed = vec![message_id];
     s.commit_step(&lease, &c).await.unwrap();
-    let stale = s
+    assert_eq!(
+        s.get_run("r1").await.unwrap().unwrap().next_seq,
+        run.next_seq
+    );
+    let late = s
         .deliver(
             "r1",
             decision(json!({"ok": false}), "c", Some(run.next_seq)),
         )
         .await;
-    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    assert!(matches!(late, Err(StoreError::Conflict(_))), "{late:?}");
     // Sent with no position while the run waits for nothing, after one was taken up: it
     // can only be for a later wait, and is not stored.
     assert_eq!(
@@ -470,8 +484,28 @@ async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
             .unwrap(),
         DeliverOutcome::BetweenWaits
     );
+    // The run streams and parks again: a decision for the old position is refused, one for
+    // the new position is taken.
+    let next = next_pending(&s, "r1").await.unwrap();
+    s.commit_step(
+        &lease,
+        &commit(next.id, vec![env(1)], StepOutcome::Continue),
+    )
+    .await
+    .unwrap();
+    let view = s.mailbox_peek("r1", "Approve").await.unwrap();
+    s.suspend(&lease, "Approve", view.mailbox_seq)
+        .await
+        .unwrap();
     let moved = s.get_run("r1").await.unwrap().unwrap();
     assert!(moved.next_seq > run.next_seq);
+    let stale = s
+        .deliver(
+            "r1",
+            decision(json!({"ok": false}), "e", Some(run.next_seq)),
+        )
+        .await;
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
     let current = s
         .deliver(
             "r1",

@@ -57,6 +57,8 @@ pub struct RunRecord {
     pub waiting_for: Option<String>,
     /// Sequence number the next streamed event will get.
     pub next_seq: i64,
+    /// Messages delivered to the run so far (its mailbox counter).
+    pub mailbox_seq: i64,
     /// The version of the workflow's stored forms the run's rows are in.
     pub format: u32,
     pub deadline_at: Option<i64>,
