@@ -981,6 +981,58 @@ async fn an_approval_sent_before_a_run_started_here_first_parks_is_taken_up(dial
     worker.await.unwrap();
 }
 
+/// A step that panics takes its driver down, not the worker: the run's slot and its place
+/// among the runs driven here are given back, and its heartbeat stops, so the next run is
+/// driven at once and the panicked one is taken over once its lease runs out.
+async fn a_step_that_panics_gives_its_slot_back(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let wf = Workflow::<St>::new::<Go>("fragile")
+        .step("work", move |ctx: Ctx<St>, _: Go| {
+            let c = c.clone();
+            async move {
+                if c.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("a bug in the first call of a step");
+                }
+                ctx.stop(&Out {
+                    attempts: ctx.attempt(),
+                })
+            }
+        })
+        .build();
+    let config = EngineConfig {
+        max_concurrent_runs: 1,
+        lease_ttl: Duration::from_secs(1),
+        ..config("fragile", Duration::from_millis(25))
+    };
+    let e = engine_with(&db, config, [wf]);
+    let (stop, worker) = run_worker(&e);
+    let store = db.store.as_ref_store();
+    let panicked = e
+        .start("fragile", json!({}), StartOptions::default())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while calls.load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first run never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let next = e
+        .start("fragile", json!({}), StartOptions::default())
+        .await
+        .unwrap();
+    for id in [&next.id, &panicked.id] {
+        let done = wait_for_run(store, id, WAIT, |r| r.status.is_terminal()).await;
+        assert_eq!(done.status, RunStatus::Completed, "run {id}");
+    }
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
+
 macro_rules! both {
     ($($case:ident),*) => {
         mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Sqlite).await })* }
@@ -989,6 +1041,7 @@ macro_rules! both {
 }
 both!(
     runs_started_or_approved_here_share_the_slots_with_claimed_ones,
+    a_step_that_panics_gives_its_slot_back,
     an_approval_sent_before_a_run_started_here_first_parks_is_taken_up,
     a_busy_worker_still_takes_over_a_run_whose_holder_died,
     an_approval_landing_as_the_run_parks_is_taken_up_without_polling,

@@ -100,12 +100,12 @@ type Adopted = (
 
 /// A slot reserved for a run about to be claimed outside the worker's looks; given back
 /// unless the run is handed over.
-struct EagerSlot<'a> {
-    engine: &'a Engine,
+struct EagerSlot {
+    engine: Arc<Engine>,
     to_worker: Option<mpsc::UnboundedSender<Adopted>>,
 }
 
-impl EagerSlot<'_> {
+impl EagerSlot {
     /// Hands a claimed run to the worker, which drives it in this slot. A worker that has
     /// stopped meanwhile gets nothing: the lease is let go.
     fn hand_over(mut self, claimed: Claimed, mail: KnownMail) {
@@ -114,10 +114,11 @@ impl EagerSlot<'_> {
         };
         let id = claimed.run.id.clone();
         let lost = self.engine.activate(&id);
+        let switch = lost.0.clone();
         if let Err(mpsc::error::SendError((claimed, ..))) =
             to_worker.send((claimed, Some(mail), lost))
         {
-            self.engine.deactivate(&id);
+            self.engine.deactivate(&id, &switch);
             self.engine.release_slots(1);
             self.engine.wake.notify_one();
             let store = self.engine.store.clone();
@@ -128,7 +129,7 @@ impl EagerSlot<'_> {
     }
 }
 
-impl Drop for EagerSlot<'_> {
+impl Drop for EagerSlot {
     fn drop(&mut self) {
         if self.to_worker.is_some() {
             self.engine.release_slots(1);
@@ -136,6 +137,36 @@ impl Drop for EagerSlot<'_> {
             // here, which may never come: it looks again now.
             self.engine.wake.notify_one();
         }
+    }
+}
+
+/// The outcome of a store write run in a task of its own.
+async fn joined<T>(task: tokio::task::JoinHandle<Result<T, StoreError>>) -> Result<T, StoreError> {
+    task.await
+        .map_err(|e| StoreError::Backend(format!("the write was interrupted: {e}")))?
+}
+
+/// What a driver holds, given back when its task ends however it ends (a step that panics
+/// unwinds through it): its entry among the runs driven here, and its slot.
+struct DriverDone {
+    engine: Arc<Engine>,
+    run_id: String,
+    lost: watch::Sender<bool>,
+}
+
+impl Drop for DriverDone {
+    fn drop(&mut self) {
+        self.engine.deactivate(&self.run_id, &self.lost);
+        self.engine.release_slots(1);
+    }
+}
+
+/// Aborts a task when dropped: a driver's heartbeat stops with it, even one that panics.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -249,7 +280,7 @@ impl Engine {
     /// Creates a run with `start` as its first event. The run is driven by whichever worker
     /// claims it first.
     pub async fn start(
-        &self,
+        self: &Arc<Self>,
         workflow: &str,
         start: Value,
         opts: StartOptions,
@@ -293,15 +324,17 @@ impl Engine {
         // once: no claim, no wait for the worker to look.
         let run = match self.eager_slot() {
             Some(slot) => {
-                let claimed = self
-                    .store
-                    .create_claimed(new, &self.config.owner, self.lease_ttl_ms())
-                    .await
-                    .map_err(exists)?;
-                let run = claimed.run.clone();
-                let mailbox_seq = run.mailbox_seq;
-                slot.hand_over(claimed, KnownMail::Empty { mailbox_seq });
-                run
+                let (store, owner, ttl) = self.eager_write();
+                // Its own task: once the run is written under this lease it is handed over,
+                // even if the caller goes away meanwhile.
+                let written = tokio::spawn(async move {
+                    let claimed = store.create_claimed(new, &owner, ttl).await?;
+                    let run = claimed.run.clone();
+                    let mailbox_seq = run.mailbox_seq;
+                    slot.hand_over(claimed, KnownMail::Empty { mailbox_seq });
+                    Ok(run)
+                });
+                joined(written).await.map_err(exists)?
             }
             None => {
                 let run = self.store.create_run(new).await.map_err(exists)?;
@@ -378,19 +411,29 @@ impl Engine {
         if waits_for_it
             && !self.lock_active().contains_key(run_id)
             && let Some(slot) = self.eager_slot()
-            && let Some((message_id, claimed)) = self
-                .store
-                .deliver_claiming(run_id, &message, &self.config.owner, self.lease_ttl_ms())
-                .await?
         {
-            let mail = KnownMail::Woke {
-                event_type: event_type.to_string(),
-                id: message_id,
-                payload: message.payload,
-                mailbox_seq: claimed.run.mailbox_seq,
-            };
-            slot.hand_over(claimed, mail);
-            return Ok(DeliverOutcome::Accepted { message_id });
+            let (store, owner, ttl) = self.eager_write();
+            let (run_id, message) = (run_id.to_string(), message.clone());
+            // Its own task, as in `start`.
+            let written = tokio::spawn(async move {
+                let Some((id, claimed)) = store
+                    .deliver_claiming(&run_id, &message, &owner, ttl)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                let mail = KnownMail::Woke {
+                    event_type: message.event_type,
+                    id,
+                    payload: message.payload,
+                    mailbox_seq: claimed.run.mailbox_seq,
+                };
+                slot.hand_over(claimed, mail);
+                Ok(Some(id))
+            });
+            if let Some(message_id) = joined(written).await? {
+                return Ok(DeliverOutcome::Accepted { message_id });
+            }
         }
         let mut outcome = self.store.deliver(run_id, message.clone()).await?;
         if outcome == DeliverOutcome::BetweenWaits {
@@ -650,8 +693,9 @@ impl Engine {
             {
                 Some((run, lease)) => {
                     let lost = self.activate(run_id);
+                    let switch = lost.0.clone();
                     self.drive(run, lease, None, None, lost).await;
-                    self.deactivate(run_id);
+                    self.deactivate(run_id, &switch);
                     if self.lock_newer().contains(run_id) {
                         let run = self.store.get_run(run_id).await?;
                         let wf = run.as_ref().and_then(|r| self.workflows.get(&r.workflow));
@@ -698,11 +742,18 @@ impl Engine {
     /// run parked and was woken by a delivery before its driver was done, say), the worker
     /// looks again: nothing else would tell it the run is free. A run that ended here is
     /// never free again: no look.
-    fn deactivate(&self, run_id: &str) {
-        let look_again = self
-            .lock_active()
-            .remove(run_id)
-            .is_some_and(|d| d.passed_over && !d.ended);
+    /// Only the entry `lost` (the driver's switch) belongs to is removed: a driver still
+    /// letting go of a run parked again leaves alone the entry of the one that took it up.
+    fn deactivate(&self, run_id: &str, lost: &watch::Sender<bool>) {
+        let look_again = {
+            let mut active = self.lock_active();
+            match active.get(run_id) {
+                Some(d) if d.lost.same_channel(lost) => active
+                    .remove(run_id)
+                    .is_some_and(|d| d.passed_over && !d.ended),
+                _ => false,
+            }
+        };
         if look_again {
             self.wake.notify_one();
         }
@@ -732,13 +783,25 @@ impl Engine {
         mail: Option<KnownMail>,
         lost: (watch::Sender<bool>, watch::Receiver<bool>),
     ) {
+        let done = DriverDone {
+            engine: self.clone(),
+            run_id: lease.run_id.clone(),
+            lost: lost.0.clone(),
+        };
         let me = self.clone();
         tasks.spawn(async move {
-            let id = lease.run_id.clone();
+            let _done = done;
             me.drive(run, lease, pending, mail, lost).await;
-            me.deactivate(&id);
-            me.release_slots(1);
         });
+    }
+
+    /// What a write that takes a run for this process needs, for a task of its own.
+    fn eager_write(&self) -> (Arc<dyn RunStore>, String, i64) {
+        (
+            self.store.clone(),
+            self.config.owner.clone(),
+            self.lease_ttl_ms(),
+        )
     }
 
     /// Takes up to `wanted` of the free slots; returns how many it took.
@@ -770,11 +833,11 @@ impl Engine {
 
     /// A slot for a run claimed outside the worker's looks, when a worker runs here (and is
     /// not draining) and has one free.
-    fn eager_slot(&self) -> Option<EagerSlot<'_>> {
+    fn eager_slot(self: &Arc<Self>) -> Option<EagerSlot> {
         let to_worker = self.lock_adopt().clone()?;
         // Built only once the slot is taken: dropping one gives a slot back.
         (self.reserve_slots(1) == 1).then(|| EagerSlot {
-            engine: self,
+            engine: self.clone(),
             to_worker: Some(to_worker),
         })
     }
@@ -834,12 +897,12 @@ impl Engine {
         } else {
             (run, pending)
         };
-        let heartbeat = tokio::spawn(heartbeat(
+        let heartbeat = AbortOnDrop(tokio::spawn(heartbeat(
             self.store.clone(),
             lease.clone(),
             self.config.lease_ttl,
             lost_tx,
-        ));
+        )));
         let id = run.id.clone();
         let inbox = pending.map(Inbox::first_page).unwrap_or_default();
         let release = match self
@@ -851,7 +914,7 @@ impl Engine {
                 // Nothing the step did counts as an attempt: the run is let go as soon as the
                 // database is back, and claimed again (here or elsewhere) from what it holds.
                 warn!(run = %id, error = %e, "database unavailable; run let go when it is back");
-                heartbeat.abort();
+                drop(heartbeat);
                 self.release_when_back(&lease).await;
                 self.notify(&id);
                 self.wake.notify_one();
@@ -862,7 +925,7 @@ impl Engine {
                 true
             }
         };
-        heartbeat.abort();
+        drop(heartbeat);
         if release {
             let _ = self.store.release_lease(&lease).await;
         }

@@ -113,7 +113,6 @@ fn to_text(v: &impl serde::Serialize) -> StoreResult<String> {
     serde_json::to_string(v).map_err(|e| StoreError::Invalid(format!("unserializable value: {e}")))
 }
 
-/// A run's status inside a transaction, after a conditional update matched nothing.
 /// Tries a Postgres delivery makes before giving up (see `try_deliver`).
 const DELIVER_TRIES: usize = 8;
 
@@ -121,8 +120,8 @@ const DELIVER_TRIES: usize = 8;
 #[derive(Default)]
 struct DeliverySeen {
     inserted: Option<i64>,
-    /// The run's status and next sequence number (None: no such run).
-    run: Option<(String, i64)>,
+    /// The run's status, next sequence number and what it waits for (None: no such run).
+    run: Option<(String, i64, Option<String>)>,
     /// A message already delivered under the same key.
     keyed: Option<i64>,
     /// For an exclusive message: an earlier one of its type taken (id, status, key).
@@ -130,12 +129,6 @@ struct DeliverySeen {
 }
 
 impl SqlStore {
-    /// One delivery in one round trip: the run is woken and the message stored only if no
-    /// message has the same key and, for an exclusive one, none of its type was taken; the
-    /// statement also reads what decides the outcome otherwise. On SQLite it runs as one
-    /// immediate transaction. On Postgres its reads share a snapshot, so the run is updated
-    /// only if its mailbox counter is still the one read: a delivery committed meanwhile
-    /// makes this one apply nothing, and None says to try again.
     /// Creates a run with its start event pending, in one round trip: a CTE on Postgres, the
     /// statement after it (inside the transaction) on SQLite. With `claim` (owner, ttl) the
     /// run is created leased to that owner (its first fence), and its lease and start
@@ -217,7 +210,12 @@ impl SqlStore {
     }
 
     /// One delivery in one round trip (see [`RunStore::deliver`]); with `claim` (owner, ttl),
-    /// the claiming kind (see [`RunStore::deliver_claiming`]).
+    /// the claiming kind (see [`RunStore::deliver_claiming`]). The run is woken and the
+    /// message stored only if no message has the same key and, for an exclusive one, none of
+    /// its type was taken; the statement also reads what decides the outcome otherwise. On
+    /// SQLite it runs as one immediate transaction. On Postgres its reads share a snapshot,
+    /// so the run is updated only if its mailbox counter is still the one read: a delivery
+    /// committed meanwhile makes this one apply nothing, and None says to try again.
     async fn try_deliver(
         &self,
         run_id: &str,
@@ -291,7 +289,7 @@ impl SqlStore {
             "INSERT INTO mailbox (run_id, event_type, payload, idempotency_key, received_at)";
         let sql = match self.dialect {
             Dialect::Postgres => format!(
-                "WITH cur AS (SELECT mailbox_seq, next_seq, status FROM runs WHERE id = $3), \
+                "WITH cur AS (SELECT mailbox_seq, next_seq, status, waiting_for FROM runs WHERE id = $3), \
                  keyed AS ({keyed}), earlier AS ({earlier}), \
                  upd AS (UPDATE runs SET {wake} WHERE id = $3 AND {woken}{at_seq} \
                    AND mailbox_seq = (SELECT mailbox_seq FROM cur) \
@@ -299,7 +297,7 @@ impl SqlStore {
                  ins AS ({insert} SELECT id, $1, $4, $5, $2 FROM upd \
                    ON CONFLICT (run_id, idempotency_key) DO NOTHING RETURNING id) \
                  SELECT * FROM (SELECT 'inserted' AS kind, id AS n, CAST(NULL AS TEXT) AS s, CAST(NULL AS TEXT) AS k FROM ins \
-                 UNION ALL SELECT 'run', next_seq, status, NULL FROM cur \
+                 UNION ALL SELECT 'run', next_seq, status, waiting_for FROM cur \
                  UNION ALL SELECT 'keyed', id, NULL, NULL FROM keyed \
                  UNION ALL SELECT 'earlier', id, status, idempotency_key FROM earlier) k{claimed_pg}",
                 excl = exclusive("earlier"),
@@ -312,7 +310,7 @@ impl SqlStore {
                      {insert} SELECT $3, $1, $4, $5, $2 WHERE changes() = 1 \
                      RETURNING 'inserted' AS kind, id AS n, NULL AS s, NULL AS k;\n\
                      {claimed_sqlite}\
-                     SELECT 'run', next_seq, status, NULL FROM runs WHERE id = $3;\n\
+                     SELECT 'run', next_seq, status, waiting_for FROM runs WHERE id = $3;\n\
                      SELECT 'keyed', id, NULL, NULL FROM mailbox WHERE run_id = $3 AND idempotency_key = $5;\n",
                     excl = exclusive(&format!("({earlier})")),
                 );
@@ -366,7 +364,13 @@ impl SqlStore {
             let n: i64 = row.try_get(1).map_err(db_err)?;
             match kind.as_str() {
                 "inserted" => seen.inserted = Some(n),
-                "run" => seen.run = Some((row.try_get(2).map_err(db_err)?, n)),
+                "run" => {
+                    seen.run = Some((
+                        row.try_get(2).map_err(db_err)?,
+                        n,
+                        row.try_get(3).map_err(db_err)?,
+                    ))
+                }
                 "keyed" => seen.keyed = Some(n),
                 "earlier" => {
                     seen.earlier = Some((
@@ -390,7 +394,7 @@ impl SqlStore {
         if let Some(id) = seen.keyed {
             return Ok(Some((DeliverOutcome::Duplicate { message_id: id }, None)));
         }
-        let Some((status, next_seq)) = seen.run else {
+        let Some((status, next_seq, waiting_for)) = seen.run else {
             return Ok(Some((DeliverOutcome::RunNotFound, None)));
         };
         let status = RunStatus::parse(&status)
@@ -407,7 +411,9 @@ impl SqlStore {
                 message.event_type
             )));
         }
-        let wait_open = status == RunStatus::Waiting && message.at_seq == Some(next_seq);
+        let wait_open = status == RunStatus::Waiting
+            && waiting_for.as_deref() == Some(message.event_type.as_str())
+            && message.at_seq == Some(next_seq);
         if message.at_seq.is_some() && !(wait_open && self.dialect == Dialect::Postgres) {
             return Err(StoreError::Conflict(format!(
                 "the run has moved on since this {} was sent (another was taken up); \
@@ -1041,6 +1047,9 @@ impl RunStore for SqlStore {
             Some((DeliverOutcome::Accepted { message_id }, Some(claimed))) => {
                 Ok(Some((message_id, claimed)))
             }
+            Some((DeliverOutcome::Accepted { message_id }, None)) => Err(StoreError::Backend(
+                format!("message {message_id} to run {run_id} was stored without its claim"),
+            )),
             _ => Ok(None),
         }
     }
