@@ -277,8 +277,9 @@ impl Engine {
         self.wake.notify_one();
     }
 
-    /// Creates a run with `start` as its first event. The run is driven by whichever worker
-    /// claims it first.
+    /// Creates a run with `start` as its first event. When this process's worker has a slot
+    /// free, the run is created under its lease and driven here at once; otherwise by
+    /// whichever worker claims it first.
     pub async fn start(
         self: &Arc<Self>,
         workflow: &str,

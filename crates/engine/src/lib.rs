@@ -30,7 +30,9 @@
 //!    runs ([`Ctx::run_live`], a model's answer) appends its output as it comes; if it is cut
 //!    off by a crash it runs again, and its partial output stays on the stream before the new
 //!    attempt's.
-//! 4. **Runs are owned through leases with fencing tokens.** Claiming a run bumps its fence;
+//! 4. **Runs are owned through leases with fencing tokens.** Claiming a run bumps its fence
+//!    (a run started in a process with a slot free, or woken there by the message it waited
+//!    for, is claimed by the same write that creates or wakes it, and driven there at once);
 //!    every write made while driving it names the fence, and the store refuses a write whose
 //!    fence is stale ([`store::StoreError::LeaseLost`]). A process that dies loses its leases
 //!    when they expire; a restarted process with the same owner id takes its runs back at once.

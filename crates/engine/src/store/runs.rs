@@ -140,12 +140,12 @@ pub struct NewMessage {
     pub payload: Value,
     /// Deliveries with the same key apply once. None: every delivery is distinct.
     pub idempotency_key: Option<String>,
-    /// A decision (an approval, say): refused with [`StoreError::Conflict`] while another
+    /// A decision (an approval, say): refused with [`StoreError::Conflict`](super::StoreError::Conflict) while another
     /// message of its type is pending, so of two decisions sent at once one is taken and
     /// the other told so, rather than superseded in silence.
     pub exclusive: bool,
     /// The run's next stream sequence number when the sender looked (the run waiting for
-    /// this message): refused with [`StoreError::Conflict`] if the run has moved on since, so
+    /// this message): refused with [`StoreError::Conflict`](super::StoreError::Conflict) if the run has moved on since, so
     /// a decision is never taken up by a later wait than the one it was sent for.
     pub at_seq: Option<i64>,
 }
