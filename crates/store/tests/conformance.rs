@@ -30,6 +30,7 @@ both!(
     upgrade_rewrites_a_runs_rows_under_its_lease,
     mailbox_keeps_early_events_dedupes_and_supersedes,
     a_second_decision_is_refused_and_a_stale_one_too,
+    a_decision_for_a_wait_that_is_over_is_refused_though_the_run_waits_again,
     suspend_cannot_miss_a_message,
     a_run_is_created_or_woken_under_its_starters_lease,
     cancel_streams_event_and_fences_out_owner,
@@ -524,6 +525,50 @@ async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
     .await
     .unwrap();
     assert_eq!(pending, 1, "only the decision taken is kept");
+}
+
+/// A decision taken up without streaming, after which the run waits for something else at
+/// the same stream position: a decision sent for the first wait is refused as late, at once.
+async fn a_decision_for_a_wait_that_is_over_is_refused_though_the_run_waits_again(s: SqlStore) {
+    new_run(&s, "r1").await;
+    let decision = |key: &str, at_seq: i64| NewMessage {
+        event_type: "Approve".into(),
+        payload: json!({"ok": true}),
+        idempotency_key: Some(key.into()),
+        exclusive: true,
+        at_seq: Some(at_seq),
+    };
+    let park = |event_type: &'static str, lease: Lease| {
+        let s = s.clone();
+        async move {
+            let view = s.mailbox_peek("r1", event_type).await.unwrap();
+            s.suspend(&lease, event_type, view.mailbox_seq)
+                .await
+                .unwrap();
+        }
+    };
+    let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
+    park("Approve", lease).await;
+    let at = s.get_run("r1").await.unwrap().unwrap().next_seq;
+    let DeliverOutcome::Accepted { message_id } = s.deliver("r1", decision("a", at)).await.unwrap()
+    else {
+        panic!("the first decision is taken")
+    };
+    let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
+    let mut c = commit(start.id, vec![], StepOutcome::Continue);
+    c.mailbox_consumed = vec![message_id];
+    s.commit_step(&lease, &c).await.unwrap();
+    park("Other", lease).await;
+    let run = s.get_run("r1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.next_seq, run.waiting_for.as_deref()),
+        (RunStatus::Waiting, at, Some("Other"))
+    );
+    match s.deliver("r1", decision("b", at)).await {
+        Err(StoreError::Conflict(why)) => assert!(why.contains("moved on"), "{why}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 async fn suspend_cannot_miss_a_message(s: SqlStore) {
