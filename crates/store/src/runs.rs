@@ -250,8 +250,6 @@ impl SqlStore {
              waiting_for = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN NULL ELSE waiting_for END, \
              updated_at = $2"
             .to_string();
-        // The claiming kind applies only to a run waiting for this type, which it wakes and
-        // takes; its claim comes back with the run's pending step events.
         // A decision sent for a wait applies only while that wait is open: the run may have
         // taken up another decision since without streaming anything (a rejection goes
         // straight back to planning), so its sequence number alone does not say.
@@ -264,20 +262,25 @@ impl SqlStore {
             "id, {} AS notice",
             self.work_notice().unwrap_or_else(|| "NULL".into())
         );
-        let mut claimed_pg = "";
+        let mut claimed_pg = String::new();
         let mut claimed_sqlite = String::new();
+        // The claiming kind applies only to a run waiting for this type, which it wakes and
+        // takes; its claim comes back with the run's pending step events (on Postgres joined
+        // to the row saying the message was stored).
         if claim.is_some() {
             wake.push_str(", lease_owner = $6, lease_expires_at = $7, fence = fence + 1");
             woken = "status = 'waiting' AND waiting_for = $1";
             returning = format!("{RUN_COLS}, fence");
-            claimed_pg = " LEFT JOIN (SELECT upd.*, PENDING FROM upd) c ON k.kind = 'inserted'";
+            claimed_pg = format!(
+                " LEFT JOIN (SELECT upd.*, {} FROM upd) c ON k.kind = 'inserted'",
+                pending_column(self.dialect, "upd.id")
+            );
             claimed_sqlite = format!(
                 "SELECT 'claimed' AS kind, {RUN_COLS}, fence, {} FROM runs r \
                  WHERE r.id = $3 AND changes() = 1;\n",
                 pending_column(self.dialect, "r.id")
             );
         }
-        let claimed_pg = claimed_pg.replace("PENDING", &pending_column(self.dialect, "upd.id"));
         let exclusive = |from: &str| {
             if message.exclusive {
                 format!(" AND NOT EXISTS (SELECT 1 FROM {from})")
