@@ -103,6 +103,16 @@ async fn session_status(
         .to_string()
 }
 
+/// Plans drafted on a run's stream.
+fn plans(events: &[(i64, Value)]) -> usize {
+    events
+        .iter()
+        .filter(|(_, e)| {
+            e["value"]["tool_name"] == "decompose_query" && e["type"] == "ToolCallResult"
+        })
+        .count()
+}
+
 fn stops(events: &[(i64, Value)]) -> Vec<&Value> {
     events
         .iter()
@@ -159,11 +169,18 @@ async fn run_race(
         }
     };
     let bad = |why: String| Some(format!("{race:?} #{i} ({id}): {why}; answers {answers:?}"));
-    // Where the run ends: after a rejection that won it waits at the gate again.
-    let rejected_won = matches!(race, Race::RejectAndApprove) && answers[0] == 200;
+    // Both taken: the approval reached the server only once the plan had been drafted again,
+    // so it was for that wait (a decision applies to the wait the run is in when it arrives;
+    // resumes take milliseconds, and a loaded machine can hold a request back longer). The
+    // checks below hold the run to that: rejected, planned again, approved, completed.
+    let both_taken = matches!(race, Race::RejectAndApprove) && answers == [200, 200];
+    // Where the run ends: after a rejection that won alone it waits at the gate again.
+    let rejected_won = matches!(race, Race::RejectAndApprove) && answers[0] == 200 && !both_taken;
     let events = if rejected_won {
+        // Or ends: then the checks below say how, with the answers.
         wait_until("the rejected run re-plans and waits", || async {
-            store.get_run(&id).await.unwrap().unwrap().status == RunStatus::Waiting
+            let status = store.get_run(&id).await.unwrap().unwrap().status;
+            status == RunStatus::Waiting || status.is_terminal()
         })
         .await;
         stored_events(store, &id).await
@@ -179,6 +196,21 @@ async fn run_race(
         return bad("a gap or a repeat in the stream".into());
     }
     match race {
+        Race::RejectAndApprove if both_taken => {
+            if (consumed, pending, superseded) != (2, 0, 0) {
+                return bad(format!("mailbox {consumed}/{pending}/{superseded}"));
+            }
+            if run.status != RunStatus::Completed || stop.len() != 1 {
+                return bad(format!(
+                    "ended {:?} with {} stop events",
+                    run.status,
+                    stop.len()
+                ));
+            }
+            if plans(&events) != 2 {
+                return bad(format!("{} plans on the stream", plans(&events)));
+            }
+        }
         Race::TwoApprovals | Race::RejectAndApprove => {
             if sorted(answers.clone()) != [200, 409] {
                 return bad("not one taken and one refused".into());
@@ -198,18 +230,9 @@ async fn run_race(
                     stop.len()
                 ));
             }
-            if rejected_won {
-                // The second plan, drafted with the feedback, is what waits.
-                let plans = events
-                    .iter()
-                    .filter(|(_, e)| {
-                        e["value"]["tool_name"] == "decompose_query"
-                            && e["type"] == "ToolCallResult"
-                    })
-                    .count();
-                if plans != 2 {
-                    return bad(format!("{plans} plans on the stream"));
-                }
+            // The second plan, drafted with the feedback, is what waits.
+            if rejected_won && plans(&events) != 2 {
+                return bad(format!("{} plans on the stream", plans(&events)));
             }
         }
         Race::OneKeyTwice => {
