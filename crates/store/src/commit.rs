@@ -176,15 +176,12 @@ impl<'a> Write<'a> {
                     n = self.n
                 ));
                 body.push("COMMIT".to_string());
-                let mut conn = OpenTransaction::acquire(store).await?;
-                let rows = self
-                    .p
-                    .query(body.join(";\n"))
-                    .fetch_all(conn.get()?)
-                    .await
-                    .map_err(|e| conflict_or_failure(e, self.lease))?;
-                conn.committed();
-                rows
+                let lease = self.lease;
+                store
+                    .run_body(self.p.query(body.join(";\n")), |e| {
+                        conflict_or_failure(e, lease)
+                    })
+                    .await?
             }
         };
         let got = read_rows(&rows)?;
@@ -196,18 +193,46 @@ impl<'a> Write<'a> {
     }
 }
 
+impl SqlStore {
+    /// Runs a SQLite body that begins and commits its own transaction (`BEGIN IMMEDIATE; ...;
+    /// COMMIT`) in one round trip, holding this process's turn to write; `failed` renders
+    /// its error. Every row is fetched, so that every statement of it runs.
+    pub(crate) async fn run_body(
+        &self,
+        body: sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments>,
+        failed: impl FnOnce(sqlx::Error) -> StoreError,
+    ) -> StoreResult<Vec<sqlx::any::AnyRow>> {
+        let mut conn = OpenTransaction::acquire(self).await?;
+        let rows = body.fetch_all(conn.get()?).await.map_err(failed)?;
+        conn.committed();
+        Ok(rows)
+    }
+
+    /// A write of one round trip: one statement on Postgres, a body that begins and commits
+    /// its own transaction on SQLite (see [`SqlStore::run_body`]).
+    pub(crate) async fn fetch_write(
+        &self,
+        write: sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> StoreResult<Vec<sqlx::any::AnyRow>> {
+        match self.dialect() {
+            Dialect::Postgres => write.fetch_all(self.pool()).await.map_err(db_err),
+            Dialect::Sqlite => self.run_body(write, db_err).await,
+        }
+    }
+}
+
 /// A SQLite connection whose transaction (begun inside a multi-statement body) may still be
 /// open: unless taken out once the body has committed, it is closed rather than handed back
 /// to the pool, and closing it rolls the transaction back. So a write that fails or is
 /// cancelled halfway leaves nothing behind, on the database or in the pool.
 /// It holds this process's turn to write until it is done.
-pub(crate) struct OpenTransaction {
+struct OpenTransaction {
     conn: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
     _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl OpenTransaction {
-    pub(crate) async fn acquire(store: &SqlStore) -> StoreResult<Self> {
+    async fn acquire(store: &SqlStore) -> StoreResult<Self> {
         let turn = store.write_turn().await;
         Ok(OpenTransaction {
             conn: Some(store.pool().acquire().await.map_err(db_err)?),
@@ -216,7 +241,7 @@ impl OpenTransaction {
     }
 
     /// The connection, to run the body on.
-    pub(crate) fn get(&mut self) -> StoreResult<&mut sqlx::AnyConnection> {
+    fn get(&mut self) -> StoreResult<&mut sqlx::AnyConnection> {
         match self.conn.as_mut() {
             Some(c) => Ok(&mut **c),
             None => Err(StoreError::Backend("connection vanished".into())),
@@ -224,7 +249,7 @@ impl OpenTransaction {
     }
 
     /// The body ran to its COMMIT: the connection goes back to the pool.
-    pub(crate) fn committed(mut self) {
+    fn committed(mut self) {
         self.conn.take();
     }
 }

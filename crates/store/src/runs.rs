@@ -180,17 +180,7 @@ impl SqlStore {
         if let Some((owner, ttl_ms)) = claim {
             query = query.bind(owner).bind(now + ttl_ms);
         }
-        let rows = match self.dialect {
-            Dialect::Postgres => query.fetch_all(&self.pool).await.map_err(db_err)?,
-            Dialect::Sqlite => {
-                // One round trip: the body begins and commits its own transaction. All rows,
-                // so that every statement of it runs.
-                let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
-                let rows = query.fetch_all(conn.get()?).await.map_err(db_err)?;
-                conn.committed();
-                rows
-            }
-        };
+        let rows = self.fetch_write(query).await?;
         let Some(row) = rows.iter().find(|r| r.try_column("workflow").is_ok()) else {
             return Err(StoreError::Conflict(format!(
                 "run {} already exists",
@@ -335,15 +325,7 @@ impl SqlStore {
         if let Some((owner, ttl_ms)) = claim {
             query = query.bind(owner).bind(now + ttl_ms);
         }
-        let rows = match self.dialect {
-            Dialect::Postgres => query.fetch_all(&self.pool).await.map_err(db_err)?,
-            Dialect::Sqlite => {
-                let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
-                let rows = query.fetch_all(conn.get()?).await.map_err(db_err)?;
-                conn.committed();
-                rows
-            }
-        };
+        let rows = self.fetch_write(query).await?;
         let mut seen = DeliverySeen::default();
         let mut claimed = None;
         for row in &rows {
@@ -706,10 +688,7 @@ impl RunStore for SqlStore {
                          SELECT CAST(EXISTS ({claimable}) AS BIGINT) AS more;\nCOMMIT",
                         pending_column(self.dialect, "r.id")
                     );
-                    let mut conn = crate::commit::OpenTransaction::acquire(self).await?;
-                    let rows = p.query(sql).fetch_all(conn.get()?).await.map_err(db_err)?;
-                    conn.committed();
-                    rows
+                    self.run_body(p.query(sql), db_err).await?
                 } else {
                     p.query(claim).fetch_all(&self.pool).await.map_err(db_err)?
                 }

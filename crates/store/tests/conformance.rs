@@ -117,6 +117,17 @@ async fn commit_hands_out_sent_ids_and_moves_the_head(s: SqlStore) {
     );
 }
 
+/// Run `r1`, held under `lease`, looks at its mailbox and parks waiting for `event_type`.
+async fn park(s: &SqlStore, lease: &Lease, event_type: &str) {
+    let view = s.mailbox_peek("r1", event_type).await.unwrap();
+    assert_eq!(
+        s.suspend(lease, event_type, view.mailbox_seq)
+            .await
+            .unwrap(),
+        SuspendOutcome::Suspended
+    );
+}
+
 /// The oldest pending step event of a run.
 async fn next_pending(s: &SqlStore, id: &str) -> Option<PendingEvent> {
     s.pending_events(id, 1).await.unwrap().into_iter().next()
@@ -432,10 +443,7 @@ async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
     };
     // The run parks for a decision.
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
-    let view = s.mailbox_peek("r1", "Approve").await.unwrap();
-    s.suspend(&lease, "Approve", view.mailbox_seq)
-        .await
-        .unwrap();
+    park(&s, &lease, "Approve").await;
     let run = s.get_run("r1").await.unwrap().unwrap();
     let first = s
         .deliver("r1", decision(json!({"ok": true}), "a", Some(run.next_seq)))
@@ -494,10 +502,7 @@ async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
     )
     .await
     .unwrap();
-    let view = s.mailbox_peek("r1", "Approve").await.unwrap();
-    s.suspend(&lease, "Approve", view.mailbox_seq)
-        .await
-        .unwrap();
+    park(&s, &lease, "Approve").await;
     let moved = s.get_run("r1").await.unwrap().unwrap();
     assert!(moved.next_seq > run.next_seq);
     let stale = s
@@ -538,17 +543,8 @@ async fn a_decision_for_a_wait_that_is_over_is_refused_though_the_run_waits_agai
         exclusive: true,
         at_seq: Some(at_seq),
     };
-    let park = |event_type: &'static str, lease: Lease| {
-        let s = s.clone();
-        async move {
-            let view = s.mailbox_peek("r1", event_type).await.unwrap();
-            s.suspend(&lease, event_type, view.mailbox_seq)
-                .await
-                .unwrap();
-        }
-    };
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
-    park("Approve", lease).await;
+    park(&s, &lease, "Approve").await;
     let at = s.get_run("r1").await.unwrap().unwrap().next_seq;
     let DeliverOutcome::Accepted { message_id } = s.deliver("r1", decision("a", at)).await.unwrap()
     else {
@@ -559,7 +555,7 @@ async fn a_decision_for_a_wait_that_is_over_is_refused_though_the_run_waits_agai
     let mut c = commit(start.id, vec![], StepOutcome::Continue);
     c.mailbox_consumed = vec![message_id];
     s.commit_step(&lease, &c).await.unwrap();
-    park("Other", lease).await;
+    park(&s, &lease, "Other").await;
     let run = s.get_run("r1").await.unwrap().unwrap();
     assert_eq!(
         (run.status, run.next_seq, run.waiting_for.as_deref()),
@@ -687,13 +683,7 @@ async fn a_run_is_created_or_woken_under_its_starters_lease(s: SqlStore) {
     )
     .await
     .unwrap();
-    let view = s.mailbox_peek("r1", "Approve").await.unwrap();
-    assert_eq!(
-        s.suspend(&lease, "Approve", view.mailbox_seq)
-            .await
-            .unwrap(),
-        SuspendOutcome::Suspended
-    );
+    park(&s, &lease, "Approve").await;
 
     let message = |event_type: &str| NewMessage {
         event_type: event_type.into(),
