@@ -5,8 +5,8 @@ use fathom_engine::impl_event;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::planner::Plan;
 use crate::report::Source;
+use crate::rules::plan::Plan;
 use crate::settings::Mode;
 use fathom_corpus::SearchHit;
 

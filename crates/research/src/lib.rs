@@ -9,8 +9,8 @@
 //! - [`workflow`]: the steps and how they connect; [`state`]: the run state and session record.
 //! - [`tools`]: `web_search`, `fetch_url`, `parse_content` and how a step calls them (journaled).
 //! - [`agent`]: the planner, researchers, reflection and writer with a model.
-//! - [`route`]: how a question is answered (simple, web or deep) by its form.
-//! - [`planner`]: the offline planner. The report and its citations, the extractive writer
+//! - [`rules`]: what is decided without a model: the route a question takes (simple, web or
+//!   deep, by its form) and the offline plan. The report and its citations, the extractive writer
 //!   and the report's measures are fathom-report's ([`report`], [`writer`], [`eval`]).
 //! - [`service`]: what the CLI and the server do with runs; [`sessions`]: saved sessions.
 //! - [`follow_up`]: a question on a saved session, answered from its sources first;
@@ -20,8 +20,7 @@ pub mod agent;
 pub mod delivery;
 pub mod events;
 pub mod follow_up;
-pub mod planner;
-pub mod route;
+pub mod rules;
 pub mod service;
 pub mod sessions;
 pub mod settings;
@@ -35,7 +34,7 @@ pub use fathom_report::{eval, report, writer};
 
 pub use delivery::Delivery;
 pub use events::{ApproveEvent, ResearchResult, ResearchStart};
-pub use planner::Plan;
+pub use rules::plan::Plan;
 pub use service::{Research, ResearchError, check_decision, check_sources, check_start};
 pub use sessions::Sessions;
 pub use settings::{ResearchConfig, Settings, SettingsError, SourceKind};

@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::events::ParsedRef;
-use crate::planner::Plan;
 use crate::report::Report;
-use crate::route::Route;
+use crate::rules::plan::Plan;
+use crate::rules::route::Route;
 use crate::settings::Settings;
 use fathom_corpus::SearchHit;
 use fathom_evidence::{Span, Verdict};

@@ -9,7 +9,7 @@ use fathom_engine::StepError;
 use fathom_llm::{ChatRequest, Message, ResponseFormat};
 
 use super::{Models, ask, output_tokens, schema_of};
-use crate::route::{Route, RoutedBy, by_rules};
+use crate::rules::route::{Route, RoutedBy, by_rules};
 use crate::settings::Mode;
 use crate::state::RunCtx;
 

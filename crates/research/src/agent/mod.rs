@@ -241,7 +241,7 @@ fn flaw(r: &ChatResponse, structured: bool) -> Option<&'static str> {
 
 /// A model call as [`turn`], asked again when the answer is one the agent cannot use (it
 /// repeated itself and was cut, it was empty, or its JSON was cut off by the length bound):
-/// at most [`RETRIES`] times, each under a key of its own (so a resumed run asks exactly
+/// at most `RETRIES` times, each under a key of its own (so a resumed run asks exactly
 /// what an uninterrupted one asked), each shown on the stream as an `AgentInput` saying
 /// what was wrong. An answer still unusable after that is given up on, with that reason.
 pub async fn ask(

@@ -9,7 +9,7 @@ use fathom_engine::StepError;
 use fathom_llm::{ChatRequest, Message, ResponseFormat};
 
 use super::{Models, ask, output_tokens, schema_of};
-use crate::planner::Plan;
+use crate::rules::plan::Plan;
 use crate::state::RunCtx;
 use fathom_corpus::SearchHit;
 use fathom_evidence::cut;
@@ -118,7 +118,7 @@ pub async fn plan(
     }
     let language = super::language(ctx);
     let fallback =
-        crate::planner::decompose_query(question, feedback, answers, background, &language);
+        crate::rules::plan::decompose_query(question, feedback, answers, background, &language);
     Ok((
         fallback,
         Some(format!(

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::findings::{ReadDoc, findings_of, from_passages};
 use super::{Models, ask, output_tokens, schema_of};
 use crate::events::{AgentInput, ChatMessage, ParsedRef};
-use crate::planner::Plan;
+use crate::rules::plan::Plan;
 use crate::settings::Settings;
 use crate::state::{Finding, Gathered, RunCtx};
 use crate::tools::web::canonical_url;

@@ -9,8 +9,8 @@ use fathom_llm::{ChatRequest, Message};
 
 use super::{Models, ask, output_tokens};
 use crate::events::ParsedRef;
-use crate::planner::Plan;
 use crate::report::{AlsoCited, Quote};
+use crate::rules::plan::Plan;
 use crate::state::Gathered;
 use crate::state::RunCtx;
 

@@ -94,7 +94,7 @@ impl Tools {
     /// before sources could be chosen, which searches where `search` looks, as it did).
     pub fn searcher_for(
         &self,
-        plan: &crate::planner::Plan,
+        plan: &crate::rules::plan::Plan,
         query: &str,
         run: &[SourceKind],
     ) -> Option<Arc<dyn SearchProvider>> {

@@ -10,7 +10,7 @@ use fathom_parse::text::terms;
 use super::ResearchDeps;
 use crate::events::ParsedRef;
 use crate::follow_up::{FollowUp, Parent, coverage};
-use crate::planner::Plan;
+use crate::rules::plan::Plan;
 use crate::service::{ResearchError, check_parent};
 use crate::sessions::Sessions;
 use crate::state::{ArtifactRef, RunCtx, SourceEntry};

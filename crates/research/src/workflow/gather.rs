@@ -13,7 +13,7 @@ use super::ResearchDeps;
 use crate::agent::findings::{ReadDoc, from_passages};
 use crate::events::*;
 use crate::follow_up::FollowUp;
-use crate::planner::{Plan, sources_tag};
+use crate::rules::plan::{Plan, sources_tag};
 use crate::state::{ArtifactRef, Gathered, SourceEntry, past};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::read::{FetchedRef, ParsedSummary};

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{PLANNER, RESEARCHER, ResearchDeps};
 use crate::events::*;
-use crate::planner::{Plan, decompose_query, one_step};
+use crate::rules::plan::{Plan, decompose_query, one_step};
 use crate::settings::Mode;
 use crate::state::SessionStatus;
 use crate::state::{RunCtx, next_tool_id};

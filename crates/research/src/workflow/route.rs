@@ -11,8 +11,8 @@ use serde_json::json;
 
 use super::{COORDINATOR, ResearchDeps};
 use crate::events::*;
-use crate::planner::Plan;
-use crate::route::{Route, RoutedBy, by_rules};
+use crate::rules::plan::Plan;
+use crate::rules::route::{Route, RoutedBy, by_rules};
 use crate::settings::{Depth, Mode};
 use crate::state::{RunCtx, SessionStatus, SourceEntry, next_tool_id};
 use crate::tools::Invocation;
