@@ -74,17 +74,22 @@ async fn commit_hands_out_sent_ids_and_moves_the_head(s: SqlStore) {
     let since = now_ms();
     let (_, lease) = s.claim_run("r1", "w1", 10_000).await.unwrap().unwrap();
     let start = next_pending(&s, "r1").await.unwrap();
-    let mut c = commit(start.id, vec![env(0)], StepOutcome::Continue);
+    // Text that must come back byte for byte: control characters (the record separator
+    // among them), quotes, escapes, non-ASCII, an empty string.
+    let awkward = "rs \u{1e} us \u{1f} nul-free \u{1} quote \" escape \\u0001 é ∑ 🦀";
+    let mut shown = env(0);
+    shown.value = json!({"text": awkward, "empty": ""});
+    let mut c = commit(start.id, vec![shown.clone(), env(1)], StepOutcome::Continue);
+    c.sent = vec![("Bad\u{1e}Type".into(), json!({}))];
+    assert!(
+        matches!(s.commit_step(&lease, &c).await, Err(StoreError::Invalid(_))),
+        "an event type with a control character is refused"
+    );
     c.sent = (0..3)
-        .map(|i| {
-            (
-                format!("Fan{i}"),
-                json!({"i": i, "text": "quote \" and \\u0001 é"}),
-            )
-        })
+        .map(|i| (format!("Fan{i}"), json!({"i": i, "text": awkward})))
         .collect();
     let done = s.commit_step(&lease, &c).await.unwrap();
-    assert_eq!(done.seqs, vec![0]);
+    assert_eq!(done.seqs, vec![0, 1], "the refused commit wrote nothing");
     let pending = s.pending_events("r1", 10).await.unwrap();
     assert_eq!(
         pending.iter().map(|p| p.id).collect::<Vec<_>>(),
@@ -100,13 +105,14 @@ async fn commit_hands_out_sent_ids_and_moves_the_head(s: SqlStore) {
     );
     assert_eq!(pending[1].payload, c.sent[1].1);
     let events = s.events_after("r1", -1, 10).await.unwrap();
-    assert_eq!(events[0].envelope, env(0));
+    assert_eq!(events[0].envelope, shown);
+    assert_eq!(events[1].envelope, env(1));
     let heads = s.changed_since(since, 100).await.unwrap();
     let moved: Vec<&RunHead> = heads.iter().filter(|h| h.id == "r1").collect();
     assert_eq!(moved.len(), 1);
     assert_eq!(
         (moved[0].next_seq, moved[0].status),
-        (1, RunStatus::Running)
+        (2, RunStatus::Running)
     );
     assert!(
         s.changed_since(now_ms() + 60_000, 100)
