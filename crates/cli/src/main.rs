@@ -3,6 +3,7 @@
 mod app;
 mod commands;
 mod config;
+mod memory;
 mod progress;
 
 use std::path::PathBuf;

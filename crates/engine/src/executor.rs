@@ -674,6 +674,11 @@ impl Engine {
         self.lock_adopt().is_some()
     }
 
+    /// How many runs this process drives right now (steps running or about to).
+    pub fn runs_driven_here(&self) -> usize {
+        self.lock_active().len()
+    }
+
     /// Whether this process is shutting down (drivers let go at their next step boundary).
     pub fn is_draining(&self) -> bool {
         *self.draining.borrow()

@@ -180,6 +180,10 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let router = fathom_server::router_with(state.clone(), Some(mcp));
     let worker = (!args.no_worker).then(|| Worker::start(&host));
+    tokio::spawn(crate::memory::trim_when_idle(
+        host.engine().clone(),
+        host.store.clone(),
+    ));
     // On Postgres, runs driven by other processes reach this one's streams as soon as they
     // commit, and work they make reaches this one's worker (LISTEN/NOTIFY).
     let relay = host.store.relay_changes(host.engine().clone());
