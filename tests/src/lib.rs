@@ -96,7 +96,7 @@ async fn effect(
     let journal_key = format!("{}:{key}", ctx.step_name());
     // Unique per run, step invocation and key: the same key in the same invocation is the
     // same call.
-    let call_key = ctx.idempotency_key(&journal_key);
+    let call_key = ctx.idempotency_key(&journal_key)?;
     let pool = pool.clone();
     let out: Effect = ctx
         .run(&journal_key, || async move {

@@ -1039,7 +1039,110 @@ macro_rules! both {
         mod postgres { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Postgres).await })* }
     };
 }
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+struct Hop {
+    i: u32,
+}
+impl_event!(Hop, "Hop");
+
+/// Quick steps run back to back are committed together: a run of four hops after its first
+/// step is two step commits (the steps up to the one that makes a journaled call, which needs
+/// its event stored first, then that step), not five. Nothing a reader or a crash could tell
+/// apart is lost: every step's events are on the stream once and in order, every step ran
+/// to a commit once (a row each in the step journal), the call ran once, and the state each
+/// step left is what the next one saw.
+async fn quick_steps_share_a_commit_and_a_call_stores_its_event_first(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let wf = Workflow::<St>::new::<Go>("hops")
+        .step("first", |ctx: Ctx<St>, _: Go| async move {
+            ctx.edit_state(|s| s.rounds = 1);
+            ctx.write_stream(&Note {
+                text: "first".into(),
+            })?;
+            ctx.send(Hop { i: 1 })
+        })
+        .step("hop", move |ctx: Ctx<St>, ev: Hop| {
+            let c = c.clone();
+            async move {
+                // The state the step before left, committed or not.
+                assert_eq!(
+                    ctx.state().rounds,
+                    ev.i,
+                    "hop {} saw the state before it",
+                    ev.i
+                );
+                ctx.edit_state(|s| s.rounds += 1);
+                ctx.write_stream(&Note {
+                    text: format!("hop {}", ev.i),
+                })?;
+                if ev.i < 4 {
+                    return ctx.send(Hop { i: ev.i + 1 });
+                }
+                let key = ctx.idempotency_key("side")?;
+                let n = ctx
+                    .run("side", || async move {
+                        Ok::<_, String>(c.fetch_add(1, Ordering::SeqCst) + 1)
+                    })
+                    .await?;
+                assert!(key.starts_with(&format!("{}:", ctx.run_id())), "{key}");
+                ctx.stop(&Out { attempts: n })
+            }
+        })
+        .build();
+    // However slow the machine, the steps are chained (the default wait is 5 ms).
+    let config = EngineConfig {
+        chain_wait: Duration::from_secs(10),
+        ..config("w1", Duration::from_millis(25))
+    };
+    let e = engine_with(&db, config, [wf]);
+    let (stop, worker) = run_worker(&e);
+    // Started here once the worker takes runs: created under this process's lease, no claim.
+    let deadline = std::time::Instant::now() + WAIT;
+    while !e.is_taking_runs() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = db.store.stats().commits.load(Ordering::Relaxed);
+    let run = e
+        .start("hops", json!({}), StartOptions::default())
+        .await
+        .unwrap();
+    let done = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status.is_terminal()
+    })
+    .await;
+    let commits = db.store.stats().commits.load(Ordering::Relaxed) - before;
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the call ran once");
+    let events = db.store.events_after(&run.id, -1, 100).await.unwrap();
+    let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (0..events.len() as i64).collect::<Vec<_>>());
+    let texts: Vec<&str> = events
+        .iter()
+        .filter(|e| e.envelope.event_type == "Note")
+        .map(|e| e.envelope.value["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["first", "hop 1", "hop 2", "hop 3", "hop 4"]);
+    assert_eq!(events.last().unwrap().envelope.value["attempts"], 1);
+    let journal: Vec<(String, String)> =
+        sqlx::query_as("SELECT step, outcome FROM step_journal WHERE run_id = $1 ORDER BY id")
+            .bind(&run.id)
+            .fetch_all(db.store.pool())
+            .await
+            .unwrap();
+    let steps: Vec<&str> = journal.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(steps, ["first", "hop", "hop", "hop", "hop"], "{journal:?}");
+    assert_eq!(journal[4].1, "completed");
+    // The start, the four steps up to the call, the call's result, the step with the call
+    // (seven with each step committed alone).
+    assert_eq!(commits, 4, "commits for the run");
+}
+
 both!(
+    quick_steps_share_a_commit_and_a_call_stores_its_event_first,
     runs_started_or_approved_here_share_the_slots_with_claimed_ones,
     a_step_that_panics_gives_its_slot_back,
     an_approval_sent_before_a_run_started_here_first_parks_is_taken_up,

@@ -44,6 +44,14 @@ pub struct CtxParts {
     pub(crate) signals: Arc<crate::signal::Signals>,
     /// What the driver knows of the run's mailbox without looking.
     pub(crate) known_mail: Option<KnownMail>,
+    /// The step runs on an event its predecessor sent and that is not stored yet (the two
+    /// are to be committed together): it has no scope, so anything keyed by one (a
+    /// journaled call, an idempotency key) ends it with [`StepError::RanAhead`] instead.
+    pub(crate) ahead_of_commit: bool,
+    /// A step before it in the same commit took mail, which the store still holds as
+    /// pending: a wait would find it again, so it ends the step with
+    /// [`StepError::RanAhead`] instead.
+    pub(crate) mail_taken_ahead: bool,
 }
 
 /// What a driver knows of its run's mailbox without reading it, so that a step's wait need
@@ -240,8 +248,20 @@ impl<S: Serialize + Clone> Ctx<S> {
     }
 
     /// A stable key for an external call, for services that deduplicate by idempotency key.
-    pub fn idempotency_key(&self, key: &str) -> String {
-        format!("{}:{}:{}", self.parts.lease.run_id, self.parts.scope, key)
+    pub fn idempotency_key(&self, key: &str) -> Result<String, StepError> {
+        self.scoped()?;
+        Ok(format!(
+            "{}:{}:{}",
+            self.parts.lease.run_id, self.parts.scope, key
+        ))
+    }
+
+    /// Refuses what needs the step's scope while the step runs ahead of its event's commit.
+    fn scoped(&self) -> Result<(), StepError> {
+        match self.parts.ahead_of_commit {
+            true => Err(StepError::RanAhead),
+            false => Ok(()),
+        }
     }
 
     /// Whether a result is journaled under `key` for this step invocation: a step run again
@@ -333,6 +353,7 @@ impl<S: Serialize + Clone> Ctx<S> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        self.scoped()?;
         // Taken before the first await, so the same call takes them in every execution.
         let mut events = {
             let mut b = self.lock();
@@ -448,6 +469,9 @@ impl<S: Serialize + Clone> Ctx<S> {
     /// task or memory, until one arrives; then the step runs again from the top.
     pub async fn wait_for<E: Event>(&self) -> Result<E, StepError> {
         let p = &self.parts;
+        if p.ahead_of_commit && p.mail_taken_ahead {
+            return Err(StepError::RanAhead);
+        }
         let view = match p.known_mail.as_ref().and_then(|k| k.view(E::TYPE)) {
             Some(view) => view,
             None => p.store.mailbox_peek(&p.lease.run_id, E::TYPE).await?,

@@ -21,6 +21,11 @@ pub enum StepError {
     /// The run's lease was lost; this process must stop driving it.
     #[error("lease lost")]
     LeaseLost,
+    /// The step ran ahead of the commit of the event it handles and reached something keyed
+    /// by that event (a journaled call): not a failure; the event is committed and the step
+    /// runs again on it. Steps pass it on with `?` like any other error.
+    #[error("ran ahead of its event's commit")]
+    RanAhead,
     /// Storage failed while the step ran; the attempt is retried.
     #[error("storage: {0}")]
     Store(#[source] StoreError),

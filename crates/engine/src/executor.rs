@@ -16,8 +16,9 @@ use crate::event::{
 };
 use crate::signal::{News, Signals};
 use crate::store::{
-    CancelOutcome, Claimed, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent, RunRecord,
-    RunStatus, RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError, SuspendOutcome, now_ms,
+    CancelOutcome, ChainedStep, Claimed, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent,
+    RunRecord, RunStatus, RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError,
+    SuspendOutcome, now_ms,
 };
 use crate::telemetry::{self, RunTracer};
 use crate::workflow::{ErasedWorkflow, StartRefusal, Stopped, Stored};
@@ -37,6 +38,9 @@ pub struct EngineConfig {
     /// Hangs each run's step spans in one trace (OpenTelemetry), when the process exports
     /// traces.
     pub tracer: Option<Arc<dyn RunTracer>>,
+    /// How long a step's commit may wait for the steps run after it on its event, to be
+    /// committed with them (quick steps share one commit); zero commits each step alone.
+    pub chain_wait: Duration,
 }
 
 impl Default for EngineConfig {
@@ -48,6 +52,7 @@ impl Default for EngineConfig {
             max_concurrent_runs: 16,
             shutdown_grace: Duration::from_secs(30),
             tracer: None,
+            chain_wait: Duration::from_millis(5),
         }
     }
 }
@@ -88,6 +93,9 @@ pub struct Engine {
     /// While a worker runs here and is not draining: where runs claimed outside its looks
     /// (eager start and resume) are handed to it to drive.
     adopt: Mutex<Option<mpsc::UnboundedSender<Adopted>>>,
+    /// Steps (workflow, step) that once needed their event stored before they could go on (a
+    /// journaled call): they are not run ahead of its commit again.
+    not_chained: Mutex<HashSet<(String, &'static str)>>,
 }
 
 /// A run claimed outside the worker's looks, handed to it with what is known of its mailbox
@@ -185,6 +193,7 @@ impl Engine {
             newer: Mutex::new(HashSet::new()),
             slots_taken: AtomicUsize::new(0),
             adopt: Mutex::new(None),
+            not_chained: Mutex::new(HashSet::new()),
         }
     }
 
@@ -848,6 +857,10 @@ impl Engine {
         })
     }
 
+    fn lock_not_chained(&self) -> std::sync::MutexGuard<'_, HashSet<(String, &'static str)>> {
+        self.not_chained.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock_newer(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.newer.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -940,8 +953,10 @@ impl Engine {
 
     /// Runs the claimed run's steps one after another. While the lease is held nobody else
     /// writes the run's state or its step inbox, so both are kept here between steps rather
-    /// than read back: a step costs its own work and one commit. Returns whether the lease
-    /// should be released (false when it is already gone).
+    /// than read back: a step costs its own work and one commit. Quick steps share one: a
+    /// step whose only result is one event for the next step is not committed at once; the
+    /// next step runs on that event, and both commit together (see [`Chain`]). Returns
+    /// whether the lease should be released (false when it is already gone).
     async fn drive_steps(
         self: &Arc<Self>,
         wf: &Arc<dyn ErasedWorkflow>,
@@ -955,28 +970,44 @@ impl Engine {
             .deadline_at
             .map(|at| Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64));
         let mut draining = self.draining.subscribe();
+        let mut chain: Option<Chain> = None;
         loop {
             if *lost.borrow() {
                 return Ok(false);
             }
             if *draining.borrow_and_update() {
                 debug!(run = %run.id, "shutting down; letting the run go");
+                if let Some(c) = chain.take() {
+                    self.commit_chain(lease, &mut run, &mut inbox, c).await?;
+                }
                 return Ok(true);
             }
             if run.status != RunStatus::Running {
                 return Ok(true);
             }
-            let Some(pending) = inbox.next(self.store.as_ref(), &run.id).await? else {
-                self.fail_run(
-                    lease,
-                    &run,
-                    "workflow",
-                    "no step sent an event or stopped the run",
-                    1,
-                    0.0,
-                )
-                .await?;
-                return Ok(false);
+            let pending = match &chain {
+                // The event the last step sent, not stored: it has no id.
+                Some(c) => PendingEvent {
+                    id: 0,
+                    event_type: c.next.0.clone(),
+                    payload: c.next.1.clone(),
+                    attempts: 0,
+                },
+                None => match inbox.next(self.store.as_ref(), &run.id).await? {
+                    Some(pending) => pending,
+                    None => {
+                        self.fail_run(
+                            lease,
+                            &run,
+                            "workflow",
+                            "no step sent an event or stopped the run",
+                            1,
+                            0.0,
+                        )
+                        .await?;
+                        return Ok(false);
+                    }
+                },
             };
             let Some((step, step_timeout, retry)) = wf.step_for(&pending.event_type) else {
                 let msg = format!("no step accepts {}", pending.event_type);
@@ -986,9 +1017,13 @@ impl Engine {
             if let Some(d) = deadline
                 && Instant::now() >= d
             {
+                if let Some(c) = chain.take() {
+                    self.commit_chain(lease, &mut run, &mut inbox, c).await?;
+                }
                 self.time_out(lease, &run, step).await?;
                 return Ok(false);
             }
+            let ahead = chain.is_some();
             let attempt = pending.attempts as u32 + 1;
             let parts = CtxParts {
                 store: self.store.clone(),
@@ -998,19 +1033,28 @@ impl Engine {
                 scope: pending.id,
                 attempt,
                 deadline,
-                journal_empty: inbox.first_run(pending.id),
+                journal_empty: ahead || inbox.first_run(pending.id),
                 signals: self.signals.clone(),
                 known_mail: known_mail.clone(),
+                ahead_of_commit: ahead,
+                mail_taken_ahead: chain
+                    .as_ref()
+                    .is_some_and(|c| !c.commit.mailbox_consumed.is_empty()),
             };
             // The message that woke the run is for the step it woke only; an empty mailbox
             // stays known empty (a delivery since moves its counter, and a park sees that).
             if matches!(known_mail, Some(KnownMail::Woke { .. })) {
                 known_mail = None;
             }
-            let limit = match deadline {
+            let mut limit = match deadline {
                 Some(d) => step_timeout.min(d.saturating_duration_since(Instant::now())),
                 None => step_timeout,
             };
+            // A step run ahead of the commit before it holds back that commit's events: it
+            // has until the chain's wait is over.
+            if let Some(c) = &chain {
+                limit = limit.min(self.config.chain_wait.saturating_sub(c.since.elapsed()));
+            }
             let started = Instant::now();
             let started_at = now_ms();
             let span = tracing::info_span!("step", otel.name = step, run_id = %run.id,
@@ -1032,6 +1076,16 @@ impl Engine {
                 r = tokio::time::timeout(limit, fut) => r,
                 _ = lost_wait.wait_for(|l| *l) => return Ok(false),
             };
+            let simply_done = matches!(&outcome, Ok((Ok(()), e)) if e.error.is_none());
+            if let Some(c) = chain.take_if(|_| !simply_done) {
+                // Run ahead and not simply done (it waits, fails, took too long, or needs its
+                // event stored): what ran before it is committed with its event, and it runs
+                // again on the stored event, as after a crash. Such a step is not run ahead
+                // again in this process.
+                self.lock_not_chained().insert((run.workflow.clone(), step));
+                self.commit_chain(lease, &mut run, &mut inbox, c).await?;
+                continue;
+            }
             let (result, effects) = match outcome {
                 Ok(pair) => pair,
                 Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
@@ -1067,19 +1121,31 @@ impl Engine {
                         sent: effects.sent,
                         mailbox_consumed: effects.mailbox_consumed,
                         outcome,
+                        chained: Vec::new(),
                     };
                     crate::context::crash_point(step, "commit").await;
-                    let receipt = self.store.commit_step(lease, &commit).await?;
-                    self.publish(&run.id, &commit, &receipt.seqs);
-                    telemetry::step_ran(&run.workflow, step, "committed", started.elapsed());
-                    if done {
-                        self.ended(&run, "completed");
+                    let mut c = match chain.take() {
+                        Some(c) => c.then(commit, step, started),
+                        None => Chain::first(commit, step, started),
+                    };
+                    if !done && self.may_run_ahead(wf, &run.workflow, &c, &inbox) {
+                        // The next step takes the one event sent, before it is stored.
+                        if let Some(state) = &c.commit.state {
+                            run.state = state.clone();
+                        }
+                        c.next = c.commit.sent.pop().unwrap_or_default();
+                        chain = Some(c);
+                        continue;
+                    }
+                    if self.commit_steps(lease, &mut run, &mut inbox, c).await? {
                         return Ok(false);
                     }
-                    if let Some(state) = commit.state {
-                        run.state = state;
-                    }
-                    inbox.committed(pending.id, receipt.sent_ids.into_iter().zip(commit.sent));
+                }
+                Err(StepError::RanAhead) => {
+                    // Only a step run ahead of its event's commit ends so; handled above.
+                    return Err(StoreError::Backend(format!(
+                        "step {step} ran ahead of a commit that was not pending"
+                    )));
                 }
                 Err(StepError::Suspend {
                     event_type,
@@ -1128,6 +1194,72 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Whether the next step may run on the one event `c`'s last step sent, before it is
+    /// stored: nothing else is pending, the chain is short and young, and that step has not
+    /// needed its event stored before.
+    fn may_run_ahead(
+        &self,
+        wf: &Arc<dyn ErasedWorkflow>,
+        workflow: &str,
+        c: &Chain,
+        inbox: &Inbox,
+    ) -> bool {
+        let ([(event_type, _)], Some(head)) = (c.commit.sent.as_slice(), c.commit.consumed) else {
+            return false;
+        };
+        c.ran.len() < CHAIN_STEPS
+            && c.since.elapsed() < self.config.chain_wait
+            && inbox.holds_only(head)
+            && !self.is_draining()
+            && wf.step_for(event_type).is_some_and(|(next, ..)| {
+                !self
+                    .lock_not_chained()
+                    .contains(&(workflow.to_string(), next))
+            })
+    }
+
+    /// Commits the steps of `c` and takes note of it here: their events go to this
+    /// process's readers, the run's state and sent events to the driver's copies. Returns
+    /// whether the run ended.
+    async fn commit_steps(
+        &self,
+        lease: &Lease,
+        run: &mut RunRecord,
+        inbox: &mut Inbox,
+        c: Chain,
+    ) -> Result<bool, StoreError> {
+        let Chain { commit, ran, .. } = c;
+        let receipt = self.store.commit_step(lease, &commit).await?;
+        self.publish(&run.id, &commit, &receipt.seqs);
+        for (step, started) in ran {
+            telemetry::step_ran(&run.workflow, step, "committed", started.elapsed());
+        }
+        if !matches!(commit.outcome, StepOutcome::Continue) {
+            self.ended(run, "completed");
+            return Ok(true);
+        }
+        if let Some(state) = commit.state {
+            run.state = state;
+        }
+        if let Some(consumed) = commit.consumed {
+            inbox.committed(consumed, receipt.sent_ids.into_iter().zip(commit.sent));
+        }
+        Ok(false)
+    }
+
+    /// Commits a chain whose next step is not to be chained to it after all: with that
+    /// step's event stored as sent, so the step runs on it as it would after a crash.
+    async fn commit_chain(
+        &self,
+        lease: &Lease,
+        run: &mut RunRecord,
+        inbox: &mut Inbox,
+        mut c: Chain,
+    ) -> Result<(), StoreError> {
+        c.commit.sent.push(std::mem::take(&mut c.next));
+        self.commit_steps(lease, run, inbox, c).await.map(|_| ())
     }
 
     /// Lets go of `lease` once the database answers again, trying with backoff until the
@@ -1312,6 +1444,7 @@ impl Engine {
             sent: Vec::new(),
             mailbox_consumed: Vec::new(),
             outcome,
+            chained: Vec::new(),
         };
         self.store.commit_step(lease, &commit).await?;
         self.notify(&run.id);
@@ -1353,6 +1486,54 @@ struct Inbox {
     /// be journaled under them.
     unrun: HashSet<i64>,
 }
+
+/// Steps run and not committed yet: a step whose only result was one event for the next
+/// step, and the steps run on such events after it, up to [`CHAIN_STEPS`] and for at most
+/// [`EngineConfig::chain_wait`] (the first one's events wait for the commit). They are committed as one
+/// [`StepCommit`]; the events passed between them are never stored. A crash before the commit
+/// runs them again from the first one's event, as it would that step alone.
+struct Chain {
+    commit: StepCommit,
+    /// The event the next step runs on, taken out of `commit.sent`.
+    next: (String, Value),
+    /// When its first step was done.
+    since: Instant,
+    /// Its steps, and when each started (for telemetry once committed).
+    ran: Vec<(&'static str, Instant)>,
+}
+
+impl Chain {
+    fn first(commit: StepCommit, step: &'static str, started: Instant) -> Chain {
+        Chain {
+            commit,
+            next: Default::default(),
+            since: Instant::now(),
+            ran: vec![(step, started)],
+        }
+    }
+
+    /// `step` ran on the chain's next event, with `c` as its result.
+    fn then(mut self, c: StepCommit, step: &'static str, started: Instant) -> Chain {
+        let merged = &mut self.commit;
+        if c.state.is_some() {
+            merged.state = c.state;
+        }
+        merged.stream.extend(c.stream);
+        merged.sent = c.sent;
+        merged.mailbox_consumed.extend(c.mailbox_consumed);
+        merged.outcome = c.outcome;
+        merged.chained.push(ChainedStep {
+            step: c.step,
+            attempt: c.attempt,
+            started_at: c.started_at,
+        });
+        self.ran.push((step, started));
+        self
+    }
+}
+
+/// Steps committed together at most.
+const CHAIN_STEPS: usize = 16;
 
 /// A run this process drives.
 struct Driving {
@@ -1447,6 +1628,11 @@ impl Inbox {
     /// as it parked, may have journaled calls).
     fn first_run(&mut self, pending: i64) -> bool {
         self.unrun.remove(&pending)
+    }
+
+    /// Whether no event is pending but `id` (or none at all).
+    fn holds_only(&self, id: i64) -> bool {
+        self.complete && self.queue.iter().all(|p| p.id == id)
     }
 
     /// The front event's attempt failed and was recorded.

@@ -383,18 +383,42 @@ impl SqlStore {
             Some(id) => w.p.int(id),
             None => "CAST(NULL AS BIGINT)".to_string(),
         };
-        let step = w.p.text(c.step.clone());
-        let attempt = w.p.int(c.attempt);
-        let outcome = w.p.text(outcome_name);
-        let started = w.p.int(c.started_at);
+        // A row for the step, and one for each step chained to it, which took an event
+        // never stored (no inbox id); the last of them has the commit's outcome. One
+        // statement, so their ids follow their order.
+        let chained = c
+            .chained
+            .iter()
+            .map(|s| (s.step.as_str(), s.attempt, s.started_at));
+        let rows: Vec<_> = std::iter::once((c.step.as_str(), c.attempt, c.started_at))
+            .chain(chained)
+            .collect();
+        let mut selects = Vec::with_capacity(rows.len());
+        for (i, (step, attempt, started_at)) in rows.iter().enumerate() {
+            let inbox_id = match i {
+                0 => inbox_id.clone(),
+                _ => "CAST(NULL AS BIGINT)".to_string(),
+            };
+            let step = w.p.text(step.to_string());
+            let attempt = w.p.int(*attempt);
+            let started = w.p.int(*started_at);
+            let outcome = match i + 1 == rows.len() {
+                true => w.p.text(outcome_name),
+                false => w.p.text("continued"),
+            };
+            selects.push(format!(
+                "SELECT {run}, {inbox_id}, {step}, {attempt}, {outcome}, {started}, {now} \
+                 FROM {gate}",
+                run = w.run_id,
+                now = w.now,
+            ));
+        }
         w.steps.push((
             "journal",
             format!(
                 "INSERT INTO step_journal (run_id, inbox_id, step, attempt, outcome, started_at, \
-                 finished_at) SELECT {run}, {inbox_id}, {step}, {attempt}, {outcome}, {started}, \
-                 {now} FROM {gate}",
-                run = w.run_id,
-                now = w.now,
+                 finished_at) {}",
+                selects.join(" UNION ALL ")
             ),
         ));
         w.stream(&stream)?;

@@ -150,6 +150,7 @@ fn commit(consumed: i64, stream: Vec<Envelope>, outcome: StepOutcome) -> StepCom
         sent: vec![("Next".into(), json!({"k": 1}))],
         mailbox_consumed: vec![],
         outcome,
+        chained: vec![],
     }
 }
 

@@ -4,8 +4,8 @@
 mod runs;
 
 pub use runs::{
-    CLAIM_INBOX_PAGE, CancelOutcome, Claimed, Claims, Committed, DeliverOutcome, Lease,
-    MailboxView, NewMessage, NewRun, PendingEvent, RunFilter, RunHead, RunRecord, RunStatus,
+    CLAIM_INBOX_PAGE, CancelOutcome, ChainedStep, Claimed, Claims, Committed, DeliverOutcome,
+    Lease, MailboxView, NewMessage, NewRun, PendingEvent, RunFilter, RunHead, RunRecord, RunStatus,
     RunStore, RunUpgrade, StepCommit, StepOutcome, StoredEvent, SuspendOutcome,
 };
 

@@ -125,6 +125,20 @@ pub struct StepCommit {
     /// superseded in the same transaction, so of two conflicting decisions exactly one applies.
     pub mailbox_consumed: Vec<i64>,
     pub outcome: StepOutcome,
+    /// Steps that ran after this one before it was committed, each on the one event the
+    /// step before it sent, and are committed with it: their effects are merged into the
+    /// fields above (the events they took were never stored), and each gets its own row in
+    /// the step journal. Empty for a step committed on its own.
+    pub chained: Vec<ChainedStep>,
+}
+
+/// A step run on an event that was never stored: the one event the step before it sent, in
+/// the same commit (see [`StepCommit::chained`]).
+#[derive(Debug, Clone)]
+pub struct ChainedStep {
+    pub step: String,
+    pub attempt: i64,
+    pub started_at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

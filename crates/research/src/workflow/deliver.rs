@@ -31,17 +31,20 @@ use crate::state::{RunCtx, next_tool_id};
 
 /// The deliveries `settings` ask for, pending, each with the id it keeps on every attempt.
 /// Made in `persist_session` and committed with it, so the ids are fixed before any attempt.
-pub(super) fn pending(ctx: &RunCtx, deps: &ResearchDeps, settings: &Settings) -> DeliveryRecord {
-    let webhook = settings.webhook().map(|url| {
-        ChannelRecord::pending(
-            vec![url.to_string()],
-            ctx.idempotency_key("deliver_webhook"),
-        )
-    });
+pub(super) fn pending(
+    ctx: &RunCtx,
+    deps: &ResearchDeps,
+    settings: &Settings,
+) -> Result<DeliveryRecord, StepError> {
+    let webhook_key = ctx.idempotency_key("deliver_webhook")?;
+    let email_key = ctx.idempotency_key("deliver_email")?;
+    let webhook = settings
+        .webhook()
+        .map(|url| ChannelRecord::pending(vec![url.to_string()], webhook_key));
     let to = settings.email_to();
     let email = (!to.is_empty()).then(|| {
         // A Message-ID is `<left@right>`, the left part without ':'.
-        let left = ctx.idempotency_key("deliver_email").replace(':', ".");
+        let left = email_key.replace(':', ".");
         let domain = deps
             .delivery
             .email
@@ -49,7 +52,7 @@ pub(super) fn pending(ctx: &RunCtx, deps: &ResearchDeps, settings: &Settings) ->
             .map_or_else(|_| "fathom.invalid".to_string(), |s| s.from_domain());
         ChannelRecord::pending(to, format!("<{left}@{domain}>"))
     });
-    DeliveryRecord { webhook, email }
+    Ok(DeliveryRecord { webhook, email })
 }
 
 pub(super) async fn deliver_report(

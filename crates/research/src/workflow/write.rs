@@ -314,8 +314,9 @@ pub(super) async fn persist_session(
     }
     // Recorded as pending with the session's completion, so a reader sees the report is
     // done and on its way.
+    let delivery = super::deliver::pending(&ctx, &deps, settings)?;
     let state = ctx.edit_state(|s| {
-        s.delivery = Some(super::deliver::pending(&ctx, &deps, settings));
+        s.delivery = Some(delivery);
         s.clone()
     });
     deps.save_session(&state).await?;
