@@ -1091,9 +1091,11 @@ async fn quick_steps_share_a_commit_and_a_call_stores_its_event_first(dialect: D
             }
         })
         .build();
-    // However slow the machine, the steps are chained (the default wait is 5 ms).
+    // However slow the machine, the steps are chained (the default wait is 5 ms), and no
+    // lease renewal lands among the commits counted.
     let config = EngineConfig {
         chain_wait: Duration::from_secs(10),
+        lease_ttl: Duration::from_secs(120),
         ..config("w1", Duration::from_millis(25))
     };
     let e = engine_with(&db, config, [wf]);
@@ -1112,6 +1114,12 @@ async fn quick_steps_share_a_commit_and_a_call_stores_its_event_first(dialect: D
         r.status.is_terminal()
     })
     .await;
+    // Read once the run's driver is done (it counts the last commit after writing it), and
+    // before the worker stops (it lets its leases go then).
+    let deadline = std::time::Instant::now() + WAIT;
+    while e.runs_driven_here() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let commits = db.store.stats().commits.load(Ordering::Relaxed) - before;
     stop.send(true).unwrap();
     worker.await.unwrap();

@@ -101,6 +101,9 @@ pub struct StepEffects {
     pub stop: Option<Envelope>,
     pub mailbox_consumed: Vec<i64>,
     pub error: Option<String>,
+    /// The step ran ahead of its event's commit and was refused something that needs it
+    /// (see [`StepError::RanAhead`]): whatever it made of the refusal, it runs again.
+    pub ran_ahead: bool,
 }
 
 struct Buffers<S> {
@@ -259,9 +262,16 @@ impl<S: Serialize + Clone> Ctx<S> {
     /// Refuses what needs the step's scope while the step runs ahead of its event's commit.
     fn scoped(&self) -> Result<(), StepError> {
         match self.parts.ahead_of_commit {
-            true => Err(StepError::RanAhead),
+            true => self.ran_ahead(),
             false => Ok(()),
         }
+    }
+
+    /// Refuses what the step may not do ahead of its event's commit, and remembers it: a
+    /// step that swallows the error still runs again.
+    fn ran_ahead(&self) -> Result<(), StepError> {
+        self.lock().effects.ran_ahead = true;
+        Err(StepError::RanAhead)
     }
 
     /// Whether a result is journaled under `key` for this step invocation: a step run again
@@ -470,7 +480,7 @@ impl<S: Serialize + Clone> Ctx<S> {
     pub async fn wait_for<E: Event>(&self) -> Result<E, StepError> {
         let p = &self.parts;
         if p.ahead_of_commit && p.mail_taken_ahead {
-            return Err(StepError::RanAhead);
+            self.ran_ahead()?;
         }
         let view = match p.known_mail.as_ref().and_then(|k| k.view(E::TYPE)) {
             Some(view) => view,

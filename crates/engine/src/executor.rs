@@ -1076,13 +1076,21 @@ impl Engine {
                 r = tokio::time::timeout(limit, fut) => r,
                 _ = lost_wait.wait_for(|l| *l) => return Ok(false),
             };
-            let simply_done = matches!(&outcome, Ok((Ok(()), e)) if e.error.is_none());
+            let simply_done =
+                matches!(&outcome, Ok((Ok(()), e)) if e.error.is_none() && !e.ran_ahead);
             if let Some(c) = chain.take_if(|_| !simply_done) {
-                // Run ahead and not simply done (it waits, fails, took too long, or needs its
-                // event stored): what ran before it is committed with its event, and it runs
-                // again on the stored event, as after a crash. Such a step is not run ahead
-                // again in this process.
-                self.lock_not_chained().insert((run.workflow.clone(), step));
+                // Run ahead and not simply done (it needs its event stored, waits, took too
+                // long, or failed): what ran before it is committed with its event, and it
+                // runs again on the stored event, as after a crash. A step that needed its
+                // event, waited or ran out of time is not run ahead again in this process.
+                let not_for_chains = match &outcome {
+                    Ok((Err(StepError::RanAhead | StepError::Suspend { .. }), _)) => true,
+                    Ok((_, effects)) => effects.ran_ahead,
+                    Err(_) => true,
+                };
+                if not_for_chains {
+                    self.lock_not_chained().insert((run.workflow.clone(), step));
+                }
                 self.commit_chain(lease, &mut run, &mut inbox, c).await?;
                 continue;
             }
@@ -1128,7 +1136,7 @@ impl Engine {
                         Some(c) => c.then(commit, step, started),
                         None => Chain::first(commit, step, started),
                     };
-                    if !done && self.may_run_ahead(wf, &run.workflow, &c, &inbox) {
+                    if !done && self.may_run_ahead(wf, &run.workflow, &c, &inbox, deadline) {
                         // The next step takes the one event sent, before it is stored.
                         if let Some(state) = &c.commit.state {
                             run.state = state.clone();
@@ -1197,7 +1205,8 @@ impl Engine {
     }
 
     /// Whether the next step may run on the one event `c`'s last step sent, before it is
-    /// stored: nothing else is pending, the chain is short and young, and that step has not
+    /// stored: nothing else is pending, the chain is short and young enough to give the step
+    /// at least half the chain's wait, the run's deadline is not near, and that step has not
     /// needed its event stored before.
     fn may_run_ahead(
         &self,
@@ -1205,12 +1214,15 @@ impl Engine {
         workflow: &str,
         c: &Chain,
         inbox: &Inbox,
+        deadline: Option<Instant>,
     ) -> bool {
         let ([(event_type, _)], Some(head)) = (c.commit.sent.as_slice(), c.commit.consumed) else {
             return false;
         };
+        let wait = self.config.chain_wait;
         c.ran.len() < CHAIN_STEPS
-            && c.since.elapsed() < self.config.chain_wait
+            && c.since.elapsed() < wait / 2
+            && deadline.is_none_or(|d| d > Instant::now() + wait)
             && inbox.holds_only(head)
             && !self.is_draining()
             && wf.step_for(event_type).is_some_and(|(next, ..)| {
