@@ -978,7 +978,8 @@ impl Engine {
             if *draining.borrow_and_update() {
                 debug!(run = %run.id, "shutting down; letting the run go");
                 if let Some(c) = chain.take() {
-                    self.commit_chain(lease, &mut run, &mut inbox, c).await?;
+                    self.commit_chain(lease, &mut run, &mut inbox, c, None)
+                        .await?;
                 }
                 return Ok(true);
             }
@@ -1018,7 +1019,8 @@ impl Engine {
                 && Instant::now() >= d
             {
                 if let Some(c) = chain.take() {
-                    self.commit_chain(lease, &mut run, &mut inbox, c).await?;
+                    self.commit_chain(lease, &mut run, &mut inbox, c, None)
+                        .await?;
                 }
                 self.time_out(lease, &run, step).await?;
                 return Ok(false);
@@ -1084,14 +1086,40 @@ impl Engine {
                 // runs again on the stored event, as after a crash. A step that needed its
                 // event, waited or ran out of time is not run ahead again in this process.
                 let not_for_chains = match &outcome {
-                    Ok((Err(StepError::RanAhead | StepError::Suspend { .. }), _)) => true,
+                    Ok((Err(StepError::RanAhead), _)) => true,
                     Ok((_, effects)) => effects.ran_ahead,
                     Err(_) => true,
                 };
                 if not_for_chains {
                     self.lock_not_chained().insert((run.workflow.clone(), step));
                 }
-                self.commit_chain(lease, &mut run, &mut inbox, c).await?;
+                // A step that waits parks the run in the same commit (unless mail arrived
+                // since it looked): it runs again when woken, as it would have anyway.
+                let park = match &outcome {
+                    Ok((
+                        Err(StepError::Suspend {
+                            event_type,
+                            mailbox_seq,
+                        }),
+                        effects,
+                    )) if !effects.ran_ahead => Some((event_type.clone(), *mailbox_seq)),
+                    _ => None,
+                };
+                let parking = park.clone();
+                if self
+                    .commit_chain(lease, &mut run, &mut inbox, c, park)
+                    .await?
+                {
+                    let event_type = parking.map(|(t, _)| t).unwrap_or_default();
+                    debug!(run = %run.id, step, %event_type, "parked");
+                    telemetry::step_ran(&run.workflow, step, "parked", started.elapsed());
+                    self.notify(&run.id);
+                    return Ok(false);
+                }
+                if parking.is_some() {
+                    // Mail arrived: the step runs again and looks.
+                    known_mail = None;
+                }
                 continue;
             }
             let (result, effects) = match outcome {
@@ -1130,6 +1158,7 @@ impl Engine {
                         mailbox_consumed: effects.mailbox_consumed,
                         outcome,
                         chained: Vec::new(),
+                        park: None,
                     };
                     crate::context::crash_point(step, "commit").await;
                     let mut c = match chain.take() {
@@ -1234,7 +1263,7 @@ impl Engine {
 
     /// Commits the steps of `c` and takes note of it here: their events go to this
     /// process's readers, the run's state and sent events to the driver's copies. Returns
-    /// whether the run ended.
+    /// whether the run ended or parked (no longer driven here).
     async fn commit_steps(
         &self,
         lease: &Lease,
@@ -1252,6 +1281,9 @@ impl Engine {
             self.ended(run, "completed");
             return Ok(true);
         }
+        if receipt.parked {
+            return Ok(true);
+        }
         if let Some(state) = commit.state {
             run.state = state;
         }
@@ -1262,16 +1294,20 @@ impl Engine {
     }
 
     /// Commits a chain whose next step is not to be chained to it after all: with that
-    /// step's event stored as sent, so the step runs on it as it would after a crash.
+    /// step's event stored as sent, so the step runs on it as it would after a crash; and,
+    /// with `park`, parks the run waiting for that event type in the same write, unless mail
+    /// arrived since its mailbox counter. Returns whether the run parked.
     async fn commit_chain(
         &self,
         lease: &Lease,
         run: &mut RunRecord,
         inbox: &mut Inbox,
         mut c: Chain,
-    ) -> Result<(), StoreError> {
+        park: Option<(String, i64)>,
+    ) -> Result<bool, StoreError> {
         c.commit.sent.push(std::mem::take(&mut c.next));
-        self.commit_steps(lease, run, inbox, c).await.map(|_| ())
+        c.commit.park = park;
+        self.commit_steps(lease, run, inbox, c).await
     }
 
     /// Lets go of `lease` once the database answers again, trying with backoff until the
@@ -1457,6 +1493,7 @@ impl Engine {
             mailbox_consumed: Vec::new(),
             outcome,
             chained: Vec::new(),
+            park: None,
         };
         self.store.commit_step(lease, &commit).await?;
         self.notify(&run.id);

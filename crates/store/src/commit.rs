@@ -25,6 +25,8 @@ const RECORD_SEPARATOR: char = '\u{1e}';
 struct RunUpdate {
     /// Extra `SET` assignments, already holding their placeholders.
     set: String,
+    /// Whether the write says if it left the run waiting (a row of kind `parked`).
+    tells_parked: bool,
 }
 
 /// One fenced write being built: statements gated on the lease, and the runs update.
@@ -185,10 +187,16 @@ impl<'a> Write<'a> {
             Dialect::Postgres => {
                 let mut sql = format!(
                     "WITH run AS (UPDATE runs SET {set} WHERE {fenced} \
-                     RETURNING next_seq - {n} AS first_seq)",
+                     RETURNING next_seq - {n} AS first_seq, status)",
                     n = self.n
                 );
                 let mut select = vec!["SELECT 'run' AS kind, first_seq AS v FROM run".to_string()];
+                if update.tells_parked {
+                    select.push(
+                        "SELECT 'parked', CAST(1 AS BIGINT) FROM run WHERE status = 'waiting'"
+                            .to_string(),
+                    );
+                }
                 for (i, (kind, stmt)) in self.steps.iter().enumerate() {
                     // A CTE's side effects happen only if something reads it.
                     let materialized = if *kind == "notify" {
@@ -219,6 +227,14 @@ impl<'a> Write<'a> {
                      next_seq - {n} AS v",
                     n = self.n
                 ));
+                if update.tells_parked {
+                    // Read only when the update applied (the lease held): the run is ours.
+                    body.push(format!(
+                        "SELECT 'parked' AS kind, 1 AS v FROM runs WHERE id = {} \
+                         AND status = 'waiting' AND changes() > 0",
+                        self.run_id
+                    ));
+                }
                 body.push("COMMIT".to_string());
                 let lease = self.lease;
                 store
@@ -485,16 +501,32 @@ impl SqlStore {
         };
         let status = w.p.text(status);
         let now = w.now.clone();
+        let park = c.park.as_ref().filter(|_| terminal == "0");
         let set = if terminal == "1" {
             format!(
                 ", state = {state}, status = {status}, result = {result}, error = {error}, \
                  completed_at = {now}, lease_owner = NULL, lease_expires_at = NULL"
             )
+        } else if let Some((event_type, seen_mailbox_seq)) = park {
+            // Parked as `suspend` parks, unless mail arrived since the step looked.
+            let waits = format!("mailbox_seq = {}", w.p.int(*seen_mailbox_seq));
+            let event_type = w.p.text(event_type.clone());
+            format!(
+                ", state = {state}, result = {result}, error = {error}, \
+                 status = CASE WHEN {waits} THEN 'waiting' ELSE 'running' END, \
+                 waiting_for = CASE WHEN {waits} THEN {event_type} ELSE waiting_for END, \
+                 lease_owner = CASE WHEN {waits} THEN NULL ELSE lease_owner END, \
+                 lease_expires_at = CASE WHEN {waits} THEN NULL ELSE lease_expires_at END"
+            )
         } else {
             format!(", state = {state}, status = {status}, result = {result}, error = {error}")
         };
         let n = stream.len();
-        let Some((first, rows)) = w.run(self, RunUpdate { set }).await? else {
+        let update = RunUpdate {
+            set,
+            tells_parked: park.is_some(),
+        };
+        let Some((first, rows)) = w.run(self, update).await? else {
             return Err(StoreError::LeaseLost(lease.run_id.clone()));
         };
         let mut sent_ids: Vec<i64> = rows
@@ -507,6 +539,7 @@ impl SqlStore {
         Ok(Committed {
             seqs: seqs(first, n),
             sent_ids,
+            parked: rows.iter().any(|(k, _)| k == "parked"),
         })
     }
 
@@ -539,7 +572,16 @@ impl SqlStore {
             ),
         ));
         w.stream(&refs)?;
-        match w.run(self, RunUpdate { set: String::new() }).await {
+        match w
+            .run(
+                self,
+                RunUpdate {
+                    set: String::new(),
+                    tells_parked: false,
+                },
+            )
+            .await
+        {
             Ok(Some((first, _))) => Ok((
                 value.clone(),
                 (!stream.is_empty()).then(|| first + stream.len() as i64 - 1),
@@ -568,8 +610,11 @@ impl SqlStore {
         let refs: Vec<&Envelope> = stream.iter().collect();
         let mut w = Write::new(self, lease, now, refs.len());
         w.stream(&refs)?;
-        let set = String::new();
-        let Some((first, _)) = w.run(self, RunUpdate { set }).await? else {
+        let update = RunUpdate {
+            set: String::new(),
+            tells_parked: false,
+        };
+        let Some((first, _)) = w.run(self, update).await? else {
             return Err(StoreError::LeaseLost(lease.run_id.clone()));
         };
         Ok(Some(first + stream.len() as i64 - 1))

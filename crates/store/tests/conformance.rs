@@ -32,6 +32,7 @@ both!(
     a_second_decision_is_refused_and_a_stale_one_too,
     a_decision_for_a_wait_that_is_over_is_refused_though_the_run_waits_again,
     suspend_cannot_miss_a_message,
+    a_step_commit_parks_the_run_unless_mail_arrived,
     a_run_is_created_or_woken_under_its_starters_lease,
     cancel_streams_event_and_fences_out_owner,
     restarted_owner_takes_runs_back,
@@ -151,6 +152,7 @@ fn commit(consumed: i64, stream: Vec<Envelope>, outcome: StepOutcome) -> StepCom
         mailbox_consumed: vec![],
         outcome,
         chained: vec![],
+        park: None,
     }
 }
 
@@ -572,6 +574,56 @@ async fn a_decision_for_a_wait_that_is_over_is_refused_though_the_run_waits_agai
         Err(StoreError::Conflict(why)) => assert!(why.contains("moved on"), "{why}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// A step commit that parks the run (the engine's chained steps, the last of which waits)
+/// applies whole and parks it as `suspend` would; when a message arrived since the step
+/// looked, it applies whole and leaves the run running under the lease, to look again.
+async fn a_step_commit_parks_the_run_unless_mail_arrived(s: SqlStore) {
+    new_run(&s, "r1").await;
+    let (_, lease) = s.claim_run("r1", "w1", 10_000).await.unwrap().unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
+    let view = s.mailbox_peek("r1", "Approve").await.unwrap();
+    // A message lands between the look and the commit.
+    let other = NewMessage {
+        event_type: "Other".into(),
+        payload: json!({}),
+        ..Default::default()
+    };
+    s.deliver("r1", other.clone()).await.unwrap();
+    let mut c = commit(start.id, vec![env(0)], StepOutcome::Continue);
+    c.park = Some(("Approve".into(), view.mailbox_seq));
+    let done = s.commit_step(&lease, &c).await.unwrap();
+    assert!(!done.parked, "mail arrived: the run stays running");
+    let run = s.get_run("r1").await.unwrap().unwrap();
+    assert_eq!((run.status, run.next_seq), (RunStatus::Running, 1));
+    assert_eq!(next_pending(&s, "r1").await.unwrap().id, done.sent_ids[0]);
+    // It looks again and commits the next step, parking this time.
+    let view = s.mailbox_peek("r1", "Approve").await.unwrap();
+    let mut c = commit(done.sent_ids[0], vec![env(1)], StepOutcome::Continue);
+    c.park = Some(("Approve".into(), view.mailbox_seq));
+    let done = s.commit_step(&lease, &c).await.unwrap();
+    assert!(done.parked);
+    let run = s.get_run("r1").await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Waiting);
+    assert_eq!(run.waiting_for.as_deref(), Some("Approve"));
+    assert_eq!(run.next_seq, 2, "its events are committed");
+    assert_eq!(
+        next_pending(&s, "r1").await.unwrap().id,
+        done.sent_ids[0],
+        "the sent event waits for the step that runs when the run is woken"
+    );
+    assert!(
+        s.claim_next("w2", 10_000, &[]).await.unwrap().is_none(),
+        "a parked run is not claimable"
+    );
+    assert!(
+        matches!(
+            s.commit_step(&lease, &c).await,
+            Err(StoreError::LeaseLost(_))
+        ),
+        "the lease went with the park"
+    );
 }
 
 async fn suspend_cannot_miss_a_message(s: SqlStore) {

@@ -130,6 +130,11 @@ pub struct StepCommit {
     /// fields above (the events they took were never stored), and each gets its own row in
     /// the step journal. Empty for a step committed on its own.
     pub chained: Vec<ChainedStep>,
+    /// Parks the run after the commit, waiting for this event type, as
+    /// [`RunStore::suspend`] would with this mailbox counter: unless mail arrived since, then
+    /// the run stays running under the lease ([`Committed::parked`] says which). With a
+    /// [`StepOutcome::Continue`] only.
+    pub park: Option<(String, i64)>,
 }
 
 /// A step run on an event that was never stored: the one event the step before it sent, in
@@ -225,6 +230,8 @@ pub const CLAIM_INBOX_PAGE: i64 = 64;
 pub struct Committed {
     pub seqs: Vec<i64>,
     pub sent_ids: Vec<i64>,
+    /// The commit parked the run (see [`StepCommit::park`]).
+    pub parked: bool,
 }
 
 /// Where a run stands, for telling whether it moved: its stream's next sequence number and
