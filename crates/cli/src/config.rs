@@ -127,6 +127,9 @@ struct EngineSection {
     /// On SIGTERM or Ctrl-C, how long steps in flight may take to finish before they are
     /// cut off and their runs let go to another process.
     shutdown_grace_seconds: u64,
+    /// How long a step's commit may wait for quick steps run after it on its event, to be
+    /// committed with them; 0 commits every step alone.
+    chain_wait_ms: u64,
 }
 
 impl Default for EngineSection {
@@ -136,6 +139,7 @@ impl Default for EngineSection {
             poll_interval_ms: 250,
             max_concurrent_runs: 16,
             shutdown_grace_seconds: 30,
+            chain_wait_ms: 5,
         }
     }
 }
@@ -348,6 +352,7 @@ impl AppConfig {
             poll_interval: Duration::from_millis(e.poll_interval_ms),
             max_concurrent_runs: e.max_concurrent_runs,
             shutdown_grace: Duration::from_secs(e.shutdown_grace_seconds),
+            chain_wait: Duration::from_millis(e.chain_wait_ms),
             ..EngineConfig::default()
         };
         let p = &file.parse;

@@ -16,7 +16,13 @@
 //!    its last journaled call (each given the next per-run sequence number), the events it
 //!    sent to other steps, the mailbox messages it consumed, the consumption of its own input
 //!    event and its step-journal record are written in one transaction. A crash leaves all of
-//!    it or none of it.
+//!    it or none of it. Quick steps may share a transaction: a step whose only result is one
+//!    event for the next step is held back (for at most [`EngineConfig::chain_wait`]) while
+//!    that step runs on the event, which is then never stored, and both commit together; a
+//!    crash before that commit runs both again from the first one's event. A step run this
+//!    way that needs its own event stored (a journaled call, an idempotency key) is refused
+//!    with [`StepError::RanAhead`] before it does anything: the steps before it commit, and
+//!    it runs again on its stored event.
 //! 2. **Steps run at least once; their commits apply exactly once.** After a crash the step
 //!    that was in flight runs again from the top, against the state of the last commit.
 //! 3. **Side effects are journaled.** [`Ctx::run`] stores each call's result under
