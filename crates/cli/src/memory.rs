@@ -20,49 +20,55 @@ const LOOK_EVERY: Duration = Duration::from_secs(20);
 /// Free heap worth handing back: below this, trimming would save less than it costs.
 const TRIM_ABOVE: usize = 2 << 20;
 
-/// Hands free heap back to the system when the process has become idle: it drives no run,
-/// and since the last trim it committed writes (ran something) or its free heap grew by
-/// [`TRIM_ABOVE`] (streams came and went). Free scraps between live allocations, which no
-/// trim can give back, are not trimmed for again and again. Runs until the process ends.
+/// Hands free heap back to the system when the process has become idle: it drives no run
+/// and committed nothing for a whole look (a server in front of other workers still stores
+/// deliveries and starts), and since the last trim it committed writes (ran something) or
+/// its free heap grew by [`TRIM_ABOVE`] (streams came and went). Free scraps between live
+/// allocations, which no trim can give back, are not trimmed for again and again. Runs until
+/// the process ends.
 pub async fn trim_when_idle(engine: Arc<Engine>, store: Arc<SqlStore>) {
     let mut looks = tokio::time::interval(LOOK_EVERY);
     looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let commits = || store.stats().commits.load(Ordering::Relaxed);
-    let (mut commits_then, mut free_then) = (commits(), 0);
+    let (mut at_trim, mut at_look, mut free_at_trim) = (commits(), commits(), 0);
     loop {
         looks.tick().await;
-        if engine.runs_driven_here() > 0 {
+        let now = commits();
+        let quiet = now == at_look && engine.runs_driven_here() == 0;
+        at_look = now;
+        if !quiet {
             continue;
         }
-        let ran = commits() != commits_then;
+        let ran = now != at_trim;
         // Reading and trimming the arenas takes their locks for a moment: off the runtime.
-        match tokio::task::spawn_blocking(move || trim(ran, free_then)).await {
-            Ok(free) => free_then = free,
+        match tokio::task::spawn_blocking(move || trim(ran, free_at_trim)).await {
+            Ok(Some(free)) => (at_trim, free_at_trim) = (now, free),
+            Ok(None) => {}
             Err(_) => return,
         }
-        commits_then = commits();
     }
 }
 
 /// Trims the heap if it holds over [`TRIM_ABOVE`] free and, unless `ran`, over that much more
-/// than `free_then`; returns what it holds free now.
-fn trim(ran: bool, free_then: usize) -> usize {
+/// than `free_at_trim`; returns what it held free when it trimmed.
+fn trim(ran: bool, free_at_trim: usize) -> Option<usize> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: mallinfo2 reads the allocator's own bookkeeping; malloc_trim gives whole
         // free pages back. Neither touches memory in use.
         let free = unsafe { libc::mallinfo2() }.fordblks;
-        let grown = free > free_then.saturating_add(TRIM_ABOVE);
+        let grown = free > free_at_trim.saturating_add(TRIM_ABOVE);
         if free > TRIM_ABOVE && (ran || grown) {
             unsafe {
                 libc::malloc_trim(0);
             }
+            return Some(free);
         }
-        free
+        None
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     {
-        let _ = ran;
-        free_then
+        let _ = (ran, free_at_trim);
+        None
     }
 }

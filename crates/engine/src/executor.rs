@@ -1084,7 +1084,7 @@ impl Engine {
                 // Run ahead and not simply done (it needs its event stored, waits, took too
                 // long, or failed): what ran before it is committed with its event, and it
                 // runs again on the stored event, as after a crash. A step that needed its
-                // event, waited or ran out of time is not run ahead again in this process.
+                // event or ran out of time is not run ahead again in this process.
                 let not_for_chains = match &outcome {
                     Ok((Err(StepError::RanAhead), _)) => true,
                     Ok((_, effects)) => effects.ran_ahead,
