@@ -1149,7 +1149,58 @@ async fn quick_steps_share_a_commit_and_a_call_stores_its_event_first(dialect: D
     assert_eq!(commits, 4, "commits for the run");
 }
 
+/// A step that panics when run ahead of its predecessor's commit does not take that
+/// predecessor's work down with it at every try: the next try commits the predecessor alone,
+/// and its events reach the stream, though the step keeps panicking.
+async fn a_chained_step_that_panics_lets_the_steps_before_it_commit(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let wf = Workflow::<St>::new::<Go>("brittle")
+        .step("first", |ctx: Ctx<St>, _: Go| async move {
+            ctx.write_stream(&Note {
+                text: "first".into(),
+            })?;
+            ctx.send(Hop { i: 1 })
+        })
+        .step("boom", |ctx: Ctx<St>, _: Hop| async move {
+            if ctx.run_id().is_empty() {
+                return ctx.stop(&Out { attempts: 0 });
+            }
+            panic!("a bug in a step that runs after a quick one")
+        })
+        .build();
+    let config = EngineConfig {
+        lease_ttl: Duration::from_secs(1),
+        chain_wait: Duration::from_secs(10),
+        ..config("brittle", Duration::from_millis(25))
+    };
+    let e = engine_with(&db, config, [wf]);
+    let (stop, worker) = run_worker(&e);
+    let run = e
+        .start("brittle", json!({}), StartOptions::default())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let texts = loop {
+        let events = db.store.events_after(&run.id, -1, 10).await.unwrap();
+        if !events.is_empty() {
+            break events
+                .iter()
+                .map(|e| e.envelope.value["text"].clone())
+                .collect::<Vec<_>>();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the step before the panicking one never committed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(texts, [json!("first")]);
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
+
 both!(
+    a_chained_step_that_panics_lets_the_steps_before_it_commit,
     quick_steps_share_a_commit_and_a_call_stores_its_event_first,
     runs_started_or_approved_here_share_the_slots_with_claimed_ones,
     a_step_that_panics_gives_its_slot_back,

@@ -1026,6 +1026,11 @@ impl Engine {
                 return Ok(false);
             }
             let ahead = chain.is_some();
+            if ahead {
+                // Kept out of chains until it is simply done: if it panics, the steps run
+                // before it would be lost with it at every try; not chained, they commit.
+                self.lock_not_chained().insert((run.workflow.clone(), step));
+            }
             let attempt = pending.attempts as u32 + 1;
             let parts = CtxParts {
                 store: self.store.clone(),
@@ -1080,6 +1085,10 @@ impl Engine {
             };
             let simply_done =
                 matches!(&outcome, Ok((Ok(()), e)) if e.error.is_none() && !e.ran_ahead);
+            if ahead && simply_done {
+                self.lock_not_chained()
+                    .remove(&(run.workflow.clone(), step));
+            }
             if let Some(c) = chain.take_if(|_| !simply_done) {
                 // Run ahead and not simply done (it needs its event stored, waits, took too
                 // long, or failed): what ran before it is committed with its event, and it
@@ -1090,8 +1099,9 @@ impl Engine {
                     Ok((_, effects)) => effects.ran_ahead,
                     Err(_) => true,
                 };
-                if not_for_chains {
-                    self.lock_not_chained().insert((run.workflow.clone(), step));
+                if !not_for_chains {
+                    self.lock_not_chained()
+                        .remove(&(run.workflow.clone(), step));
                 }
                 // A step that waits parks the run in the same commit (unless mail arrived
                 // since it looked): it runs again when woken, as it would have anyway.
