@@ -93,8 +93,9 @@ pub struct Engine {
     /// While a worker runs here and is not draining: where runs claimed outside its looks
     /// (eager start and resume) are handed to it to drive.
     adopt: Mutex<Option<mpsc::UnboundedSender<Adopted>>>,
-    /// Steps (workflow, step) that once needed their event stored before they could go on (a
-    /// journaled call): they are not run ahead of its commit again.
+    /// Steps (workflow, step) not run ahead of their event's commit: those that once needed
+    /// their event stored (a journaled call) or ran out of the chain's wait, and, while it
+    /// runs, a step being run ahead (so one that panics there is not chained again).
     not_chained: Mutex<HashSet<(String, &'static str)>>,
 }
 
@@ -1548,9 +1549,9 @@ struct Inbox {
 
 /// Steps run and not committed yet: a step whose only result was one event for the next
 /// step, and the steps run on such events after it, up to [`CHAIN_STEPS`] and for at most
-/// [`EngineConfig::chain_wait`] (the first one's events wait for the commit). They are committed as one
-/// [`StepCommit`]; the events passed between them are never stored. A crash before the commit
-/// runs them again from the first one's event, as it would that step alone.
+/// [`EngineConfig::chain_wait`] (the first one's events wait for the commit). They are
+/// committed as one [`StepCommit`]; the events passed between them are never stored. A crash
+/// before the commit runs them again from the first one's event, as it would that step alone.
 struct Chain {
     commit: StepCommit,
     /// The event the next step runs on, taken out of `commit.sent`.
