@@ -131,6 +131,15 @@ fn run_worker(
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Waits until `done` holds; fails the test saying `what` after [`WAIT`].
+async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn approval_survives_restart_and_rejection_replans(dialect: Dialect) {
     let db = fresh(dialect).await;
     let a = engine(&db, "proc-a", gated());
@@ -950,14 +959,7 @@ async fn an_approval_sent_before_a_run_started_here_first_parks_is_taken_up(dial
     let e = engine_with(&db, config("early", Duration::from_secs(30)), [wf]);
     let (stop, worker) = run_worker(&e);
     // The worker is up before the start, so the run is taken at once.
-    let deadline = std::time::Instant::now() + WAIT;
-    while !e.is_taking_runs() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the worker never started"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until("the worker never started", || e.is_taking_runs()).await;
     let run = e
         .start("held", json!({"question": "q"}), StartOptions::default())
         .await
@@ -1013,14 +1015,10 @@ async fn a_step_that_panics_gives_its_slot_back(dialect: Dialect) {
         .start("fragile", json!({}), StartOptions::default())
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + WAIT;
-    while calls.load(Ordering::SeqCst) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first run never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until("the first run never ran", || {
+        calls.load(Ordering::SeqCst) > 0
+    })
+    .await;
     let next = e
         .start("fragile", json!({}), StartOptions::default())
         .await
@@ -1101,10 +1099,7 @@ async fn quick_steps_share_a_commit_and_a_call_stores_its_event_first(dialect: D
     let e = engine_with(&db, config, [wf]);
     let (stop, worker) = run_worker(&e);
     // Started here once the worker takes runs: created under this process's lease, no claim.
-    let deadline = std::time::Instant::now() + WAIT;
-    while !e.is_taking_runs() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until("the worker never started", || e.is_taking_runs()).await;
     let before = db.store.stats().commits.load(Ordering::Relaxed);
     let run = e
         .start("hops", json!({}), StartOptions::default())
@@ -1116,10 +1111,7 @@ async fn quick_steps_share_a_commit_and_a_call_stores_its_event_first(dialect: D
     .await;
     // Read once the run's driver is done (it counts the last commit after writing it), and
     // before the worker stops (it lets its leases go then).
-    let deadline = std::time::Instant::now() + WAIT;
-    while e.runs_driven_here() > 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until("the driver never let go", || e.runs_driven_here() == 0).await;
     let commits = db.store.stats().commits.load(Ordering::Relaxed) - before;
     stop.send(true).unwrap();
     worker.await.unwrap();

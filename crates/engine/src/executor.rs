@@ -115,6 +115,30 @@ struct EagerSlot {
 }
 
 impl EagerSlot {
+    /// Runs `write` (given the store, this process's owner id and the lease's length in ms),
+    /// which takes a run under this process's lease, and hands the run it took to the
+    /// worker with what is known of its mailbox; returns what else the write gave. The write
+    /// runs in a task of its own: once a run is taken here it is handed over, even if the
+    /// caller goes away meanwhile. A write that took nothing gives the slot back.
+    async fn take_run<T, F, Fut>(self, write: F) -> Result<Option<T>, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<dyn RunStore>, String, i64) -> Fut,
+        Fut: Future<Output = Result<Option<(Claimed, KnownMail, T)>, StoreError>> + Send + 'static,
+    {
+        let e = &self.engine;
+        let written = write(e.store.clone(), e.config.owner.clone(), e.lease_ttl_ms());
+        let task = tokio::spawn(async move {
+            let Some((claimed, mail, out)) = written.await? else {
+                return Ok(None);
+            };
+            self.hand_over(claimed, mail);
+            Ok(Some(out))
+        });
+        task.await
+            .map_err(|e| StoreError::Backend(format!("the write was interrupted: {e}")))?
+    }
+
     /// Hands a claimed run to the worker, which drives it in this slot. A worker that has
     /// stopped meanwhile gets nothing: the lease is let go.
     fn hand_over(mut self, claimed: Claimed, mail: KnownMail) {
@@ -147,12 +171,6 @@ impl Drop for EagerSlot {
             self.engine.wake.notify_one();
         }
     }
-}
-
-/// The outcome of a store write run in a task of its own.
-async fn joined<T>(task: tokio::task::JoinHandle<Result<T, StoreError>>) -> Result<T, StoreError> {
-    task.await
-        .map_err(|e| StoreError::Backend(format!("the write was interrupted: {e}")))?
 }
 
 /// What a driver holds, given back when its task ends however it ends (a step that panics
@@ -335,17 +353,16 @@ impl Engine {
         // once: no claim, no wait for the worker to look.
         let run = match self.eager_slot() {
             Some(slot) => {
-                let (store, owner, ttl) = self.eager_write();
-                // Its own task: once the run is written under this lease it is handed over,
-                // even if the caller goes away meanwhile.
-                let written = tokio::spawn(async move {
+                let created = slot.take_run(|store, owner, ttl| async move {
                     let claimed = store.create_claimed(new, &owner, ttl).await?;
                     let run = claimed.run.clone();
                     let mailbox_seq = run.mailbox_seq;
-                    slot.hand_over(claimed, KnownMail::Empty { mailbox_seq });
-                    Ok(run)
+                    Ok(Some((claimed, KnownMail::Empty { mailbox_seq }, run)))
                 });
-                joined(written).await.map_err(exists)?
+                // A create that succeeds always takes the run.
+                created.await.map_err(exists)?.ok_or_else(|| {
+                    EngineError::Store(StoreError::Backend("the run was not created".into()))
+                })?
             }
             None => {
                 let run = self.store.create_run(new).await.map_err(exists)?;
@@ -423,10 +440,8 @@ impl Engine {
             && !self.lock_active().contains_key(run_id)
             && let Some(slot) = self.eager_slot()
         {
-            let (store, owner, ttl) = self.eager_write();
             let (run_id, message) = (run_id.to_string(), message.clone());
-            // Its own task, as in `start`.
-            let written = tokio::spawn(async move {
+            let woken = slot.take_run(|store, owner, ttl| async move {
                 let Some((id, claimed)) = store
                     .deliver_claiming(&run_id, &message, &owner, ttl)
                     .await?
@@ -439,10 +454,9 @@ impl Engine {
                     payload: message.payload,
                     mailbox_seq: claimed.run.mailbox_seq,
                 };
-                slot.hand_over(claimed, mail);
-                Ok(Some(id))
+                Ok(Some((claimed, mail, id)))
             });
-            if let Some(message_id) = joined(written).await? {
+            if let Some(message_id) = woken.await? {
                 return Ok(DeliverOutcome::Accepted { message_id });
             }
         }
@@ -809,15 +823,6 @@ impl Engine {
             let _done = done;
             me.drive(run, lease, pending, mail, lost).await;
         });
-    }
-
-    /// What a write that takes a run for this process needs, for a task of its own.
-    fn eager_write(&self) -> (Arc<dyn RunStore>, String, i64) {
-        (
-            self.store.clone(),
-            self.config.owner.clone(),
-            self.lease_ttl_ms(),
-        )
     }
 
     /// Takes up to `wanted` of the free slots; returns how many it took.
