@@ -12,7 +12,9 @@
 //! not grow with them (see [`Write::rows`]).
 
 use fathom_engine::Envelope;
-use fathom_engine::store::{Committed, Lease, StepCommit, StepOutcome, StoreError, StoreResult};
+use fathom_engine::store::{
+    Committed, Lease, StepCommit, StepOutcome, StoreError, StoreResult, SuspendOutcome,
+};
 use sqlx::Row;
 
 use crate::sql::Params;
@@ -162,6 +164,20 @@ impl<'a> Write<'a> {
             ));
         }
         Ok(())
+    }
+
+    /// `SET` assignments that park the run waiting for `event_type`, unless its mailbox
+    /// counter moved past `seen_mailbox_seq` (mail arrived since the step looked): then it
+    /// stays running under the lease, to look again.
+    fn park(&mut self, event_type: &str, seen_mailbox_seq: i64) -> String {
+        let waits = format!("mailbox_seq = {}", self.p.int(seen_mailbox_seq));
+        let event_type = self.p.text(event_type.to_string());
+        format!(
+            ", status = CASE WHEN {waits} THEN 'waiting' ELSE 'running' END, \
+             waiting_for = CASE WHEN {waits} THEN {event_type} ELSE waiting_for END, \
+             lease_owner = CASE WHEN {waits} THEN NULL ELSE lease_owner END, \
+             lease_expires_at = CASE WHEN {waits} THEN NULL ELSE lease_expires_at END"
+        )
     }
 
     /// Builds and runs the write; `update` is applied to the run last. Returns the first
@@ -508,16 +524,8 @@ impl SqlStore {
                  completed_at = {now}, lease_owner = NULL, lease_expires_at = NULL"
             )
         } else if let Some((event_type, seen_mailbox_seq)) = park {
-            // Parked as `suspend` parks, unless mail arrived since the step looked.
-            let waits = format!("mailbox_seq = {}", w.p.int(*seen_mailbox_seq));
-            let event_type = w.p.text(event_type.clone());
-            format!(
-                ", state = {state}, result = {result}, error = {error}, \
-                 status = CASE WHEN {waits} THEN 'waiting' ELSE 'running' END, \
-                 waiting_for = CASE WHEN {waits} THEN {event_type} ELSE waiting_for END, \
-                 lease_owner = CASE WHEN {waits} THEN NULL ELSE lease_owner END, \
-                 lease_expires_at = CASE WHEN {waits} THEN NULL ELSE lease_expires_at END"
-            )
+            let parks = w.park(event_type, *seen_mailbox_seq);
+            format!(", state = {state}, result = {result}, error = {error}{parks}")
         } else {
             format!(", state = {state}, status = {status}, result = {result}, error = {error}")
         };
@@ -594,6 +602,28 @@ impl SqlStore {
                 Ok((kept, None))
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// A park: see [`fathom_engine::store::RunStore::suspend`]. One round trip, the same
+    /// park as a step commit's ([`Write::park`]).
+    pub(crate) async fn write_park(
+        &self,
+        lease: &Lease,
+        event_type: &str,
+        seen_mailbox_seq: i64,
+    ) -> StoreResult<SuspendOutcome> {
+        let mut w = Write::new(self, lease, fathom_engine::store::now_ms(), 0);
+        let update = RunUpdate {
+            set: w.park(event_type, seen_mailbox_seq),
+            tells_parked: true,
+        };
+        match w.run(self, update).await? {
+            None => Err(StoreError::LeaseLost(lease.run_id.clone())),
+            Some((_, rows)) if rows.iter().any(|(k, _)| k == "parked") => {
+                Ok(SuspendOutcome::Suspended)
+            }
+            Some(_) => Ok(SuspendOutcome::MailArrived),
         }
     }
 

@@ -871,39 +871,7 @@ impl RunStore for SqlStore {
         event_type: &str,
         seen_mailbox_seq: i64,
     ) -> StoreResult<SuspendOutcome> {
-        let turn = self.write_turn().await;
-        let done = sqlx::query(
-            "UPDATE runs SET status = 'waiting', waiting_for = $1, lease_owner = NULL, \
-             lease_expires_at = NULL, updated_at = $2 \
-             WHERE id = $3 AND lease_owner = $4 AND fence = $5 AND status = 'running' AND mailbox_seq = $6",
-        )
-        .bind(event_type)
-        .bind(now_ms())
-        .bind(&lease.run_id)
-        .bind(&lease.owner)
-        .bind(lease.fence)
-        .bind(seen_mailbox_seq)
-        .execute(&self.pool)
-        .await
-        .map_err(db_err)?;
-        drop(turn);
-        self.count_commit();
-        if done.rows_affected() == 1 {
-            return Ok(SuspendOutcome::Suspended);
-        }
-        let still_ours = sqlx::query(
-            "SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $2 AND fence = $3 AND status = 'running'",
-        )
-        .bind(&lease.run_id)
-        .bind(&lease.owner)
-        .bind(lease.fence)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_err)?;
-        match still_ours {
-            Some(_) => Ok(SuspendOutcome::MailArrived),
-            None => Err(StoreError::LeaseLost(lease.run_id.clone())),
-        }
+        self.write_park(lease, event_type, seen_mailbox_seq).await
     }
 
     async fn journal_get(&self, run_id: &str, scope: i64, key: &str) -> StoreResult<Option<Value>> {
