@@ -1031,6 +1031,103 @@ async fn a_step_that_panics_gives_its_slot_back(dialect: Dialect) {
     worker.await.unwrap();
 }
 
+/// [`gated`] that streams a note when it plans and three with its answer.
+fn gated_with_notes() -> Arc<dyn ErasedWorkflow> {
+    Workflow::<St>::new::<Ask>("noted")
+        .accepts_external::<ApproveEvent>()
+        .step("plan", |ctx: Ctx<St>, _: Ask| async move {
+            ctx.write_stream(&Note {
+                text: "planned".into(),
+            })?;
+            ctx.send(Planned {})
+        })
+        .step("await_approval", |ctx: Ctx<St>, _: Planned| async move {
+            ctx.wait_for::<ApproveEvent>().await?;
+            for i in 0..3 {
+                ctx.write_stream(&Note {
+                    text: format!("found {i}"),
+                })?;
+            }
+            ctx.stop(&Answer {
+                text: "done".into(),
+                rounds: 1,
+            })
+        })
+        .build()
+}
+
+/// A reader of a run driven in its own process takes what the run's commits stream as they
+/// land, without reading any of it back from the store: not when the run parks, not when the
+/// change feed echoes the process's own commit (Postgres), not when the driver lets go after
+/// the last one. Each such read was a round trip between an approval and the reader's first
+/// event of the approved step.
+async fn a_reader_of_a_run_driven_here_reads_nothing_back(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    // No poll within the test: on SQLite nothing but this process's commits wakes the reader.
+    let e = engine_with(
+        &db,
+        config("only", Duration::from_secs(600)),
+        [gated_with_notes()],
+    );
+    let relay = db.store.relay_changes(e.clone());
+    if relay.is_some() {
+        wait_until("the change feed never connected", || e.relay_live()).await;
+    }
+    let (stop, worker) = run_worker(&e);
+    wait_until("the worker never started", || e.is_taking_runs()).await;
+    let run = e
+        .start("noted", json!({"question": "q"}), StartOptions::default())
+        .await
+        .unwrap();
+    let mut follower = e.follow(&run.id, -1);
+    let planned = tokio::time::timeout(WAIT, follower.next())
+        .await
+        .expect("the plan's note arrives")
+        .unwrap()
+        .expect("a first event");
+    assert_eq!(planned.envelope.value["text"], "planned");
+    let reads = || db.store.stats().stream_reads.load(Ordering::Relaxed);
+    let before = reads();
+    let parked = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status == RunStatus::Waiting
+    })
+    .await;
+    assert_eq!(parked.status, RunStatus::Waiting);
+    // Long enough for the change feed's echo of the parking commit to come and go.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), follower.next())
+            .await
+            .is_err(),
+        "nothing to hand out before the approval"
+    );
+    e.send(&run.id, "ApproveEvent", json!({"approved": true}), None)
+        .await
+        .unwrap();
+    let mut seqs = vec![planned.seq];
+    let mut last = None;
+    // Bounded by the deadline and the run's five events.
+    while let Some(ev) = tokio::time::timeout(WAIT, follower.next())
+        .await
+        .expect("the approved step's events arrive")
+        .unwrap()
+    {
+        seqs.push(ev.seq);
+        last = Some(ev.envelope);
+    }
+    assert_eq!(seqs, [0, 1, 2, 3, 4], "gap-free, each once");
+    assert!(last.expect("a stop event").is_stop());
+    assert_eq!(
+        reads() - before,
+        0,
+        "the reader read the stream back from the store after it was in step"
+    );
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    if let Some(relay) = relay {
+        relay.abort();
+    }
+}
+
 macro_rules! both {
     ($($case:ident),*) => {
         mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Sqlite).await })* }
@@ -1192,6 +1289,7 @@ async fn a_chained_step_that_panics_lets_the_steps_before_it_commit(dialect: Dia
 }
 
 both!(
+    a_reader_of_a_run_driven_here_reads_nothing_back,
     a_chained_step_that_panics_lets_the_steps_before_it_commit,
     quick_steps_share_a_commit_and_a_call_stores_its_event_first,
     runs_started_or_approved_here_share_the_slots_with_claimed_ones,

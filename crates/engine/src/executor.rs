@@ -249,11 +249,16 @@ impl Engine {
     /// nothing to tell when this engine drives the run, since only the lease holder writes
     /// its stream and this engine's commits wake its readers themselves (the relay's echo
     /// would have every reader look twice). Another engine sharing the store may have
-    /// written it otherwise.
-    pub fn announce_own(&self, run_id: &str) {
-        if !self.lock_active().contains_key(run_id) {
-            self.signals.raise(run_id);
+    /// written it otherwise. `head`, when the notice tells it, is the stream's next sequence
+    /// number after the change: the echo of the last commit this engine published (its
+    /// driver has let go since) is news its readers have already.
+    pub fn announce_own(&self, run_id: &str, head: Option<i64>) {
+        if self.lock_active().contains_key(run_id)
+            || head.is_some_and(|h| self.signals.has_news_up_to(run_id, h))
+        {
+            return;
         }
+        self.signals.raise(run_id);
     }
 
     /// Says whether other processes' changes are being relayed through [`Engine::announce`]
@@ -268,7 +273,8 @@ impl Engine {
         }
     }
 
-    pub(crate) fn relay_live(&self) -> bool {
+    /// Whether other processes' changes are being relayed now (see [`Engine::set_relay_live`]).
+    pub fn relay_live(&self) -> bool {
         self.relay_live.load(Ordering::SeqCst)
     }
 
@@ -285,8 +291,9 @@ impl Engine {
         self.signals.raise(run_id);
     }
 
-    /// Hands a step commit's events to this process's readers of the run.
-    fn publish(&self, run_id: &str, commit: &StepCommit, seqs: &[i64]) {
+    /// Hands a step commit's events to this process's readers of the run, and says whether
+    /// it changed the run's record (its state, its end, or, with `parked`, its park).
+    fn publish(&self, run_id: &str, commit: &StepCommit, seqs: &[i64], parked: bool) {
         self.signals.publish(run_id, || {
             let last = match &commit.outcome {
                 StepOutcome::Continue => None,
@@ -294,7 +301,7 @@ impl Engine {
                 StepOutcome::Failed { event, .. } => Some(event),
             };
             let mut news = News::stored(commit.stream.iter().chain(last), seqs.iter().copied());
-            news.record_changed = commit.state.is_some() || last.is_some();
+            news.record_changed = commit.state.is_some() || last.is_some() || parked;
             news
         });
     }
@@ -930,6 +937,9 @@ impl Engine {
         )));
         let id = run.id.clone();
         let inbox = pending.map(Inbox::first_page).unwrap_or_default();
+        // Whether every change made while driving went out as news: else readers look at
+        // the store.
+        let mut published = true;
         let release = match self
             .drive_steps(&wf, run, inbox, mail, &lease, lost_rx)
             .await
@@ -947,6 +957,7 @@ impl Engine {
             }
             Err(e) => {
                 warn!(run = %id, error = %e, "stopped driving run");
+                published = false;
                 true
             }
         };
@@ -954,7 +965,12 @@ impl Engine {
         if release {
             let _ = self.store.release_lease(&lease).await;
         }
-        self.notify(&id);
+        if !published {
+            self.notify(&id);
+        } else if release {
+            // The lease was let go: the record changed, the stream did not.
+            self.signals.touch(&id);
+        }
     }
 
     /// Runs the claimed run's steps one after another. While the lease is held nobody else
@@ -1129,7 +1145,7 @@ impl Engine {
                     let event_type = parking.map(|(t, _)| t).unwrap_or_default();
                     debug!(run = %run.id, step, %event_type, "parked");
                     telemetry::step_ran(&run.workflow, step, "parked", started.elapsed());
-                    self.notify(&run.id);
+                    // Its news said so.
                     return Ok(false);
                 }
                 if parking.is_some() {
@@ -1207,7 +1223,8 @@ impl Engine {
                     SuspendOutcome::Suspended => {
                         debug!(run = %run.id, step, %event_type, "parked");
                         telemetry::step_ran(&run.workflow, step, "parked", started.elapsed());
-                        self.notify(&run.id);
+                        // A park stores no event: only the record changed.
+                        self.signals.touch(&run.id);
                         return Ok(false);
                     }
                     SuspendOutcome::MailArrived => {
@@ -1289,7 +1306,7 @@ impl Engine {
     ) -> Result<bool, StoreError> {
         let Chain { commit, ran, .. } = c;
         let receipt = self.store.commit_step(lease, &commit).await?;
-        self.publish(&run.id, &commit, &receipt.seqs);
+        self.publish(&run.id, &commit, &receipt.seqs, receipt.parked);
         for (step, started) in ran {
             telemetry::step_ran(&run.workflow, step, "committed", started.elapsed());
         }

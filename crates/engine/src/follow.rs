@@ -55,7 +55,7 @@ impl Follower {
             match self.watch.look() {
                 // The one commit since, made here, follows on from this reader's position:
                 // its events are taken from memory.
-                Look::News(news)
+                Look::News { news, .. }
                     if self.synced
                         && news.events.first().map(|e| e.seq) == Some(self.after + 1) =>
                 {
@@ -63,13 +63,14 @@ impl Follower {
                     continue;
                 }
                 // It holds nothing this reader has not handed out already.
-                Look::News(news)
+                Look::News { news, .. }
                     if self.synced && news.events.last().is_none_or(|e| e.seq <= self.after) =>
                 {
                     self.wait().await;
                     continue;
                 }
-                Look::Unchanged if self.synced => {
+                // The stream did not move (the run parked or was let go by its driver here).
+                Look::Unchanged | Look::Touched if self.synced => {
                     self.wait().await;
                     continue;
                 }

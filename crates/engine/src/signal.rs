@@ -45,13 +45,27 @@ impl News {
 /// What a watcher learns when it looks ([`RunWatch::look`]).
 pub(crate) enum Look {
     Unchanged,
-    News(Arc<News>),
+    /// Only the run's record changed (it parked, ended or was let go), by a driver here that
+    /// published every event it stored: the stream is where the last look left it.
+    Touched,
+    /// Exactly one commit here moved the stream, with its news; `touched` says whether the
+    /// record changed besides.
+    News {
+        news: Arc<News>,
+        touched: bool,
+    },
     Changed,
 }
 
-/// A run's signal: bumped on every change; with the news when a step commit here made it
-/// (None when the change came from elsewhere or says nothing of the stream).
-type Signal = (u64, Option<Arc<News>>);
+/// A run's signal. `count` is bumped on every change, `stream` on each that may have moved
+/// the stream; `news` is that of the last stream change when a step commit here made it (None
+/// when it came from elsewhere).
+#[derive(Clone, Default)]
+struct Signal {
+    count: u64,
+    stream: u64,
+    news: Option<Arc<News>>,
+}
 
 /// The signals of the runs someone is watching in this process.
 #[derive(Default)]
@@ -69,10 +83,20 @@ impl Signals {
     /// Wakes the watchers of `run_id`, if any: they look at the store.
     pub(crate) fn raise(&self, run_id: &str) {
         if let Some(tx) = self.lock().get(run_id) {
-            tx.send_modify(|(n, news)| {
-                *n = n.wrapping_add(1);
-                *news = None;
+            tx.send_modify(|s| {
+                s.count = s.count.wrapping_add(1);
+                s.stream = s.stream.wrapping_add(1);
+                s.news = None;
             });
+        }
+    }
+
+    /// Wakes the watchers of `run_id`, if any, for a change of its record alone, made by a
+    /// driver here that published every event it stored: a reader of the stream keeps the
+    /// news it has not looked at yet, where [`Signals::raise`] would send it to the store.
+    pub(crate) fn touch(&self, run_id: &str) {
+        if let Some(tx) = self.lock().get(run_id) {
+            tx.send_modify(|s| s.count = s.count.wrapping_add(1));
         }
     }
 
@@ -81,11 +105,25 @@ impl Signals {
     pub(crate) fn publish(&self, run_id: &str, news: impl FnOnce() -> News) {
         if let Some(tx) = self.lock().get(run_id) {
             let news = Arc::new(news());
-            tx.send_modify(|(n, latest)| {
-                *n = n.wrapping_add(1);
-                *latest = Some(news);
+            tx.send_modify(|s| {
+                s.count = s.count.wrapping_add(1);
+                s.stream = s.stream.wrapping_add(1);
+                s.news = Some(news);
             });
         }
+    }
+
+    /// Whether the last change to `run_id`'s stream was news published here that ends just
+    /// before `head` (the stream's next sequence number): then a notice saying the stream
+    /// now ends there tells its readers nothing new.
+    pub(crate) fn has_news_up_to(&self, run_id: &str, head: i64) -> bool {
+        self.lock().get(run_id).is_some_and(|tx| {
+            tx.borrow()
+                .news
+                .as_ref()
+                .and_then(|n| n.events.last())
+                .is_some_and(|last| last.seq + 1 == head)
+        })
     }
 
     /// Wakes every watcher: for when news may have been lost (a change feed reconnected).
@@ -108,15 +146,19 @@ impl Signals {
         let run = {
             let mut runs = self.lock();
             runs.entry(run_id.to_string())
-                .or_insert_with(|| watch::channel((0, None)).0)
+                .or_insert_with(|| watch::channel(Signal::default()).0)
                 .subscribe()
         };
-        let seen = run.borrow().0;
+        let (seen, seen_stream) = {
+            let s = run.borrow();
+            (s.count, s.stream)
+        };
         RunWatch {
             signals: self.clone(),
             run_id: run_id.to_string(),
             run,
             seen,
+            seen_stream,
             all: self.all.subscribe(),
         }
     }
@@ -128,8 +170,9 @@ pub struct RunWatch {
     signals: Arc<Signals>,
     run_id: String,
     run: watch::Receiver<Signal>,
-    /// The run's signal count when last looked at.
+    /// The run's signal counts (all changes, stream changes) when last looked at.
     seen: u64,
+    seen_stream: u64,
     all: watch::Receiver<u64>,
 }
 
@@ -140,18 +183,29 @@ impl RunWatch {
         self.look();
     }
 
-    /// [`RunWatch::mark_seen`], saying what changed since the last look: nothing; exactly
-    /// one commit in this process, with its news; or anything else (more, news from
-    /// elsewhere, everyone woken), which the store tells.
+    /// [`RunWatch::mark_seen`], saying what changed since the last look: nothing; the
+    /// record alone, by a driver here; exactly one commit in this process, with its news; or
+    /// anything else (more, news from elsewhere, everyone woken), which the store tells.
     pub(crate) fn look(&mut self) -> Look {
         let everyone = self.all.has_changed().unwrap_or(false);
         self.all.borrow_and_update();
-        let (count, news) = self.run.borrow_and_update().clone();
+        let Signal {
+            count,
+            stream,
+            news,
+        } = self.run.borrow_and_update().clone();
         let changes = count.wrapping_sub(self.seen);
+        let stream_changes = stream.wrapping_sub(self.seen_stream);
         self.seen = count;
-        match (changes, news) {
-            (0, _) if !everyone => Look::Unchanged,
-            (1, Some(news)) if !everyone => Look::News(news),
+        self.seen_stream = stream;
+        match (changes, stream_changes, news) {
+            _ if everyone => Look::Changed,
+            (0, ..) => Look::Unchanged,
+            (_, 0, _) => Look::Touched,
+            (c, 1, Some(news)) => Look::News {
+                news,
+                touched: c > 1,
+            },
             _ => Look::Changed,
         }
     }
@@ -164,8 +218,8 @@ impl RunWatch {
     pub fn record_may_have_changed(&mut self) -> bool {
         match self.look() {
             Look::Unchanged => false,
-            Look::News(news) => news.record_changed,
-            Look::Changed => true,
+            Look::News { news, touched } => touched || news.record_changed,
+            Look::Touched | Look::Changed => true,
         }
     }
 
@@ -246,7 +300,7 @@ mod tests {
         assert!(matches!(w.look(), Look::Unchanged), "nothing happened yet");
         signals.publish("a", || news(0));
         match w.look() {
-            Look::News(got) => assert_eq!(got.events[0].seq, 0),
+            Look::News { news: got, .. } => assert_eq!(got.events[0].seq, 0),
             _ => panic!("one commit: its news"),
         }
         assert!(matches!(w.look(), Look::Unchanged), "nothing since");
@@ -267,6 +321,33 @@ mod tests {
             matches!(w.look(), Look::Changed),
             "everyone was asked to look"
         );
+        // A driver here letting go after its commit changes the record, not the stream:
+        // the news still holds, and says the record changed.
+        signals.publish("a", || news(4));
+        signals.touch("a");
+        match w.look() {
+            Look::News { news, touched } => {
+                assert_eq!(news.events[0].seq, 4);
+                assert!(touched, "the record changed besides");
+            }
+            _ => panic!("a commit then a touch: the commit's news"),
+        }
+        signals.touch("a");
+        assert!(
+            matches!(w.look(), Look::Touched),
+            "the record alone changed"
+        );
+        assert!(
+            signals.has_news_up_to("a", 5),
+            "the echo of the last commit says nothing"
+        );
+        assert!(!signals.has_news_up_to("a", 6), "a later change does");
+        signals.raise("a");
+        assert!(
+            !signals.has_news_up_to("a", 5),
+            "a change from elsewhere came after it"
+        );
+        assert!(matches!(w.look(), Look::Changed));
         // A new watcher has seen nothing yet: its reader reads the store first whatever the
         // signal says.
         let mut late = signals.watch("a");

@@ -34,8 +34,9 @@ struct RunUpdate {
 /// One fenced write being built: statements gated on the lease, and the runs update.
 struct Write<'a> {
     dialect: Dialect,
-    /// What the stream's change notice says (Postgres): the run, and who wrote it.
-    notice: String,
+    /// What the stream's change notice says (Postgres) before and after the stream's new
+    /// head: who wrote it, and the run.
+    notice: (String, String),
     p: Params,
     lease: &'a Lease,
     run_id: String,
@@ -58,7 +59,7 @@ impl<'a> Write<'a> {
         let n = p.int(events as i64);
         Write {
             dialect: store.dialect(),
-            notice: store.change_notice(&lease.run_id),
+            notice: store.change_notice_around_head(&lease.run_id),
             p,
             lease,
             run_id,
@@ -157,10 +158,15 @@ impl<'a> Write<'a> {
         self.steps.push(("events", sql));
         if self.dialect == Dialect::Postgres {
             let channel = self.p.text(crate::CHANGES_CHANNEL);
-            let notice = self.p.text(self.notice.clone());
+            let before = self.p.text(self.notice.0.clone());
+            let after = self.p.text(self.notice.1.clone());
             self.steps.push((
                 "notify",
-                format!("SELECT pg_notify({channel}, {notice}) FROM run"),
+                format!(
+                    "SELECT pg_notify({channel}, {before} || CAST(first_seq + {n} AS TEXT) || \
+                     {after}) FROM run",
+                    n = self.n
+                ),
             ));
         }
         Ok(())

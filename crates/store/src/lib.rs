@@ -37,6 +37,9 @@ const SQLITE_CONNECTION_LIFETIME: Duration = Duration::from_secs(15);
 pub struct StoreStats {
     /// Write transactions committed (each step commit, journal write, delivery... is one).
     pub commits: AtomicU64,
+    /// Reads of a run's stream events (pages of [`fathom_engine::store::RunStore::events_after`]):
+    /// what readers could not take from this process's commits as they landed.
+    pub stream_reads: AtomicU64,
 }
 
 /// The engine's storage over one database.
@@ -59,6 +62,10 @@ pub struct SqlStore {
 pub(crate) const CHANGES_CHANNEL: &str = "fathom_run_events";
 /// Between the writer's origin and the run id in a change notice (no id holds it).
 const NOTICE_SEPARATOR: char = '\u{1f}';
+/// Between the writer's origin and the stream's new head, where a notice tells it. A process
+/// that knows no head reads origin and head together as some other origin, and wakes its
+/// readers as for any other process's change.
+const HEAD_SEPARATOR: char = '\u{1e}';
 /// The channel that tells workers there may be a run to claim (a run created, a message
 /// delivered, a lease let go); the payload is the announcing process's origin tag.
 pub(crate) const WORK_CHANNEL: &str = "fathom_work";
@@ -87,8 +94,17 @@ async fn listen(
                 }
             }
             Ok(n) => match n.payload().split_once(NOTICE_SEPARATOR) {
-                Some((from, run_id)) if from == origin => engine.announce_own(run_id),
-                Some((_, run_id)) => engine.announce(run_id),
+                Some((from, run_id)) => {
+                    let (from, head) = match from.split_once(HEAD_SEPARATOR) {
+                        Some((from, head)) => (from, head.parse().ok()),
+                        None => (from, None),
+                    };
+                    if from == origin {
+                        engine.announce_own(run_id, head);
+                    } else {
+                        engine.announce(run_id);
+                    }
+                }
                 // From a version that sent the run id alone.
                 None => engine.announce(n.payload()),
             },
@@ -276,6 +292,17 @@ impl SqlStore {
     /// that the relay of the process that wrote it need not wake its readers twice.
     pub(crate) fn change_notice(&self, run_id: &str) -> String {
         format!("{}{NOTICE_SEPARATOR}{run_id}", self.origin)
+    }
+
+    /// A change notice for run `run_id` that also tells the stream's new head, as the two
+    /// texts to put before and after the head (Postgres computes it in the statement): the
+    /// relay of the process that wrote it then knows whether its readers have that change as
+    /// news already.
+    pub(crate) fn change_notice_around_head(&self, run_id: &str) -> (String, String) {
+        (
+            format!("{}{HEAD_SEPARATOR}", self.origin),
+            format!("{NOTICE_SEPARATOR}{run_id}"),
+        )
     }
 
     /// [`SqlStore::work_notice`] as a `RETURNING` clause for an UPDATE, or nothing.

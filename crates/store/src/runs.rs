@@ -1044,6 +1044,9 @@ impl RunStore for SqlStore {
         let run = p.text(run_id);
         let after = p.int(after);
         let limit = p.count(self.dialect, limit.clamp(1, 100_000));
+        self.stats()
+            .stream_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let rows = p
             .query(format!(
                 "SELECT seq, envelope, created_at FROM run_events WHERE run_id = {run} \
@@ -1078,6 +1081,9 @@ impl RunStore for SqlStore {
         let mut p = Params::default();
         let since = p.int(since_ms);
         let limit = p.count(self.dialect, limit.clamp(1, 100_000));
+        self.stats()
+            .stream_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let rows = p
             .query(format!(
                 "SELECT id, next_seq, status FROM runs WHERE updated_at >= {since} \
