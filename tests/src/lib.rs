@@ -243,7 +243,7 @@ pub async fn approve_and_finish(
         let now = engine.store().get_run(run_id).await.expect("get_run")?;
         if !sent && ready(&now) {
             engine
-                .send_to(&now, event_type, payload.clone(), None)
+                .send_to(&now.head(), event_type, payload.clone(), None)
                 .await
                 .expect("send");
             sent = true;

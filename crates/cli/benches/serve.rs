@@ -15,7 +15,8 @@
 //!
 //! `cargo bench -p fathom-cli --bench serve` (env: FATHOM_BENCH_RUNS, default 64;
 //! FATHOM_BENCH_CONCURRENCY, default 8; FATHOM_BENCH_CLIENTS, default 1;
-//! FATHOM_BENCH_DATABASE_URL=postgres://... for Fathom on Postgres, else SQLite; the Python
+//! FATHOM_BENCH_DATABASE_URL=postgres://... for Fathom on Postgres, else SQLite;
+//! FATHOM_BENCH_CONFIG=FILE for the config `fathom serve` runs with; the Python
 //! server comes from pyproject-compat/clients/.venv, which scripts/test.sh makes).
 
 use std::io::{BufRead, BufReader};
@@ -437,9 +438,11 @@ async fn main() {
     cmd.current_dir(tmp.path())
         .env_remove("DATABASE_URL")
         .env_remove("FATHOM_API_KEY")
-        .args(["--database-url", &database])
-        .args(["serve", "--port", "0", "--corpus"])
-        .arg(&corpus);
+        .args(["--database-url", &database]);
+    if let Some(config) = std::env::var_os("FATHOM_BENCH_CONFIG") {
+        cmd.arg("--config").arg(config);
+    }
+    cmd.args(["serve", "--port", "0", "--corpus"]).arg(&corpus);
     let fathom = start(
         "fathom",
         cmd,

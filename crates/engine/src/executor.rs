@@ -17,7 +17,7 @@ use crate::event::{
 use crate::signal::{News, Signals};
 use crate::store::{
     CancelOutcome, ChainedStep, Claimed, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent,
-    RunRecord, RunStatus, RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError,
+    RunHead, RunRecord, RunStatus, RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError,
     SuspendOutcome, now_ms,
 };
 use crate::telemetry::{self, RunTracer};
@@ -90,6 +90,10 @@ pub struct Engine {
     newer: Mutex<HashSet<String>>,
     /// Slots taken of [`EngineConfig::max_concurrent_runs`]: runs driven or being claimed.
     slots_taken: AtomicUsize,
+    /// Runs wait for a slot here: the worker's last look found more than it had slots for.
+    /// Until it has taken them (oldest first), a start or a delivery takes no slot of its
+    /// own: a slot that frees goes to the run that waited longest, not to whoever asks first.
+    backlog: AtomicBool,
     /// While a worker runs here and is not draining: where runs claimed outside its looks
     /// (eager start and resume) are handed to it to drive.
     adopt: Mutex<Option<mpsc::UnboundedSender<Adopted>>>,
@@ -211,6 +215,7 @@ impl Engine {
             draining: watch::channel(false).0,
             newer: Mutex::new(HashSet::new()),
             slots_taken: AtomicUsize::new(0),
+            backlog: AtomicBool::new(false),
             adopt: Mutex::new(None),
             not_chained: Mutex::new(HashSet::new()),
         }
@@ -392,17 +397,18 @@ impl Engine {
     ) -> Result<DeliverOutcome, EngineError> {
         let run = self
             .store
-            .get_run(run_id)
+            .run_head(run_id)
             .await?
             .ok_or_else(|| EngineError::UnknownRun(run_id.to_string()))?;
         self.send_to(&run, event_type, payload, idempotency_key)
             .await
     }
 
-    /// [`Engine::send`] to a run its caller has just read (saves reading it again).
+    /// [`Engine::send`] to a run whose head its caller has just read (saves reading it
+    /// again; [`RunRecord::head`] gives it from a whole record).
     pub async fn send_to(
         self: &Arc<Self>,
-        run: &RunRecord,
+        run: &RunHead,
         event_type: &str,
         payload: Value,
         idempotency_key: Option<String>,
@@ -579,6 +585,7 @@ impl Engine {
                     (Some(o), None) if !kind.covers(o) => Some(o),
                     _ => None,
                 };
+                self.backlog.store(owed.is_some(), Ordering::SeqCst);
             }
             if let Some(to_worker) = to_worker.take() {
                 *self.lock_adopt() = Some(to_worker);
@@ -862,6 +869,9 @@ impl Engine {
     /// A slot for a run claimed outside the worker's looks, when a worker runs here (and is
     /// not draining) and has one free.
     fn eager_slot(self: &Arc<Self>) -> Option<EagerSlot> {
+        if self.backlog.load(Ordering::SeqCst) {
+            return None;
+        }
         let to_worker = self.lock_adopt().clone()?;
         // Built only once the slot is taken: dropping one gives a slot back.
         (self.reserve_slots(1) == 1).then(|| EagerSlot {

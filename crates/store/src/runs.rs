@@ -45,6 +45,9 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
 }
 
 /// A run's head (`id, next_seq, status`).
+/// The columns [`head_from_row`] reads, in its order.
+const HEAD_COLS: &str = "id, next_seq, status, workflow, waiting_for";
+
 fn head_from_row(row: &AnyRow) -> StoreResult<RunHead> {
     let status: String = row.try_get(2).map_err(db_err)?;
     Ok(RunHead {
@@ -52,6 +55,8 @@ fn head_from_row(row: &AnyRow) -> StoreResult<RunHead> {
         next_seq: row.try_get(1).map_err(db_err)?,
         status: RunStatus::parse(&status)
             .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?,
+        workflow: row.try_get(3).map_err(db_err)?,
+        waiting_for: row.try_get(4).map_err(db_err)?,
     })
 }
 
@@ -1069,11 +1074,13 @@ impl RunStore for SqlStore {
     }
 
     async fn run_head(&self, id: &str) -> StoreResult<Option<RunHead>> {
-        let row = sqlx::query("SELECT id, next_seq, status FROM runs WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err)?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {HEAD_COLS} FROM runs WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
         row.as_ref().map(head_from_row).transpose()
     }
 
@@ -1081,12 +1088,9 @@ impl RunStore for SqlStore {
         let mut p = Params::default();
         let since = p.int(since_ms);
         let limit = p.count(self.dialect, limit.clamp(1, 100_000));
-        self.stats()
-            .stream_reads
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let rows = p
             .query(format!(
-                "SELECT id, next_seq, status FROM runs WHERE updated_at >= {since} \
+                "SELECT {HEAD_COLS} FROM runs WHERE updated_at >= {since} \
                  ORDER BY updated_at LIMIT {limit}"
             ))
             .fetch_all(&self.pool)

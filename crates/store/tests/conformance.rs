@@ -454,6 +454,10 @@ async fn a_second_decision_is_refused_and_a_stale_one_too(s: SqlStore) {
     let (_, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
     park(&s, &lease, "Approve").await;
     let run = s.get_run("r1").await.unwrap().unwrap();
+    // What a sender decides by, read without the run's state: the same as the whole record.
+    let head = s.run_head("r1").await.unwrap().unwrap();
+    assert_eq!(head, run.head());
+    assert_eq!(head.waiting_for.as_deref(), Some("Approve"));
     let first = s
         .deliver("r1", decision(json!({"ok": true}), "a", Some(run.next_seq)))
         .await

@@ -234,13 +234,29 @@ pub struct Committed {
     pub parked: bool,
 }
 
-/// Where a run stands, for telling whether it moved: its stream's next sequence number and
-/// its status.
+/// Where a run stands, for telling whether it moved and for deciding what may be sent to it,
+/// without its state (which may be large): its stream's next sequence number, its status and
+/// what it waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunHead {
     pub id: String,
+    pub workflow: String,
     pub next_seq: i64,
     pub status: RunStatus,
+    pub waiting_for: Option<String>,
+}
+
+impl RunRecord {
+    /// Where the run stands ([`RunHead`]).
+    pub fn head(&self) -> RunHead {
+        RunHead {
+            id: self.id.clone(),
+            workflow: self.workflow.clone(),
+            next_seq: self.next_seq,
+            status: self.status,
+            waiting_for: self.waiting_for.clone(),
+        }
+    }
 }
 
 /// A run's rows rewritten in a newer stored format by the process holding its lease.
@@ -278,14 +294,10 @@ pub trait RunStore: Send + Sync + 'static {
     /// claim of its own. The claim holds the start event as the run's pending inbox.
     async fn create_claimed(&self, run: NewRun, owner: &str, ttl_ms: i64) -> StoreResult<Claimed>;
     async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
-    /// A run's status and next sequence number, without its state (which may be large):
-    /// for readers that only ask whether it moved or ended.
+    /// Where a run stands ([`RunHead`]), without its state (which may be large): for readers
+    /// that only ask whether it moved or ended, and for deciding what may be sent to it.
     async fn run_head(&self, id: &str) -> StoreResult<Option<RunHead>> {
-        Ok(self.get_run(id).await?.map(|r| RunHead {
-            id: r.id,
-            next_seq: r.next_seq,
-            status: r.status,
-        }))
+        Ok(self.get_run(id).await?.map(|r| r.head()))
     }
     async fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunRecord>>;
     /// How many runs are running and how many waiting, by workflow (for an operator's

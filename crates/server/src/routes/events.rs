@@ -248,7 +248,13 @@ pub async fn send_event(
     headers: HeaderMap,
     ApiJson(req): ApiJson<SendEventRequest>,
 ) -> ApiResult<Json<Value>> {
-    let run = load_run(&state, &id).await?;
+    // Its head only: its state may be tens of kB, and none of it is needed here.
+    let run = state
+        .engine
+        .store()
+        .run_head(&id)
+        .await?
+        .ok_or_else(ApiError::handler_not_found)?;
     if run.status.is_terminal() {
         return Err(ApiError::conflict(match run.status {
             RunStatus::Completed => "Workflow already completed".to_string(),
