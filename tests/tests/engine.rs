@@ -1075,11 +1075,19 @@ async fn a_reader_of_a_run_driven_here_reads_nothing_back(dialect: Dialect) {
     }
     let (stop, worker) = run_worker(&e);
     wait_until("the worker never started", || e.is_taking_runs()).await;
+    // Followed before it starts: the first commit's news reaches the reader too.
+    let mut follower = e.follow("noted-1", -1);
     let run = e
-        .start("noted", json!({"question": "q"}), StartOptions::default())
+        .start(
+            "noted",
+            json!({"question": "q"}),
+            StartOptions {
+                run_id: Some("noted-1".into()),
+                ..Default::default()
+            },
+        )
         .await
         .unwrap();
-    let mut follower = e.follow(&run.id, -1);
     let planned = tokio::time::timeout(WAIT, follower.next())
         .await
         .expect("the plan's note arrives")

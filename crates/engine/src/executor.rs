@@ -90,9 +90,10 @@ pub struct Engine {
     newer: Mutex<HashSet<String>>,
     /// Slots taken of [`EngineConfig::max_concurrent_runs`]: runs driven or being claimed.
     slots_taken: AtomicUsize,
-    /// Runs wait for a slot here: the worker's last look found more than it had slots for.
-    /// Until it has taken them (oldest first), a start or a delivery takes no slot of its
-    /// own: a slot that frees goes to the run that waited longest, not to whoever asks first.
+    /// Runs may wait for a slot here: the worker's last look ran out of slots. Until it looks
+    /// again (when a run here ends) and takes them, oldest first, a start or a delivery takes
+    /// no slot of its own: a slot that frees goes to the run that waited longest, not to
+    /// whoever asks first.
     backlog: AtomicBool,
     /// While a worker runs here and is not draining: where runs claimed outside its looks
     /// (eager start and resume) are handed to it to drive.
@@ -580,12 +581,12 @@ impl Engine {
             while tasks.try_join_next().is_some() {}
             if let Some(kind) = look {
                 let left = self.look_for_runs(kind, &mut tasks).await;
+                self.backlog.store(left.is_some(), Ordering::SeqCst);
                 owed = match (owed, left) {
                     (o, Some(l)) => Some(o.map_or(l, |o| o.and(l))),
                     (Some(o), None) if !kind.covers(o) => Some(o),
                     _ => None,
                 };
-                self.backlog.store(owed.is_some(), Ordering::SeqCst);
             }
             if let Some(to_worker) = to_worker.take() {
                 *self.lock_adopt() = Some(to_worker);
@@ -947,11 +948,11 @@ impl Engine {
         )));
         let id = run.id.clone();
         let inbox = pending.map(Inbox::first_page).unwrap_or_default();
-        // Whether every change made while driving went out as news: else readers look at
-        // the store.
-        let mut published = true;
+        // Whether the driver let go with every change it made told as news: else readers
+        // look at the store.
+        let mut told = false;
         let release = match self
-            .drive_steps(&wf, run, inbox, mail, &lease, lost_rx)
+            .drive_steps(&wf, run, inbox, mail, &lease, lost_rx, &mut told)
             .await
         {
             Ok(release) => release,
@@ -967,7 +968,7 @@ impl Engine {
             }
             Err(e) => {
                 warn!(run = %id, error = %e, "stopped driving run");
-                published = false;
+                told = false;
                 true
             }
         };
@@ -975,7 +976,7 @@ impl Engine {
         if release {
             let _ = self.store.release_lease(&lease).await;
         }
-        if !published {
+        if !told {
             self.notify(&id);
         } else if release {
             // The lease was let go: the record changed, the stream did not.
@@ -988,7 +989,11 @@ impl Engine {
     /// than read back: a step costs its own work and one commit. Quick steps share one: a
     /// step whose only result is one event for the next step is not committed at once; the
     /// next step runs on that event, and both commit together (see [`Chain`]). Returns
-    /// whether the lease should be released (false when it is already gone).
+    /// whether the lease should be released (false when it is already gone); sets `told`
+    /// when it stops with every change it made told to this process's readers as news or as
+    /// a touch (not when it lost the lease: whoever took the run, or cancelled it, wrote
+    /// what those readers have not heard).
+    #[allow(clippy::too_many_arguments)]
     async fn drive_steps(
         self: &Arc<Self>,
         wf: &Arc<dyn ErasedWorkflow>,
@@ -997,12 +1002,16 @@ impl Engine {
         mut known_mail: Option<KnownMail>,
         lease: &Lease,
         lost: watch::Receiver<bool>,
+        told: &mut bool,
     ) -> Result<bool, StoreError> {
         let deadline = run
             .deadline_at
             .map(|at| Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64));
         let mut draining = self.draining.subscribe();
         let mut chain: Option<Chain> = None;
+        // A step cut off by its time limit may have stored a journaled call's events that
+        // it never told: from then on, what this driver tells is a raise, not a touch.
+        let mut cut_off = false;
         loop {
             if *lost.borrow() {
                 return Ok(false);
@@ -1013,9 +1022,11 @@ impl Engine {
                     self.commit_chain(lease, &mut run, &mut inbox, c, None)
                         .await?;
                 }
+                *told = !cut_off;
                 return Ok(true);
             }
             if run.status != RunStatus::Running {
+                *told = !cut_off;
                 return Ok(true);
             }
             let pending = match &chain {
@@ -1156,6 +1167,7 @@ impl Engine {
                     debug!(run = %run.id, step, %event_type, "parked");
                     telemetry::step_ran(&run.workflow, step, "parked", started.elapsed());
                     // Its news said so.
+                    *told = !cut_off;
                     return Ok(false);
                 }
                 if parking.is_some() {
@@ -1170,13 +1182,16 @@ impl Engine {
                     self.time_out(lease, &run, step).await?;
                     return Ok(false);
                 }
-                Err(_) => (
-                    Err(StepError::Failed(format!(
-                        "step timed out after {:.1}s",
-                        limit.as_secs_f64()
-                    ))),
-                    Default::default(),
-                ),
+                Err(_) => {
+                    cut_off = true;
+                    (
+                        Err(StepError::Failed(format!(
+                            "step timed out after {:.1}s",
+                            limit.as_secs_f64()
+                        ))),
+                        Default::default(),
+                    )
+                }
             };
             let result = match (result, &effects.error) {
                 (Ok(()), Some(e)) => Err(StepError::Failed(e.clone())),
@@ -1217,6 +1232,7 @@ impl Engine {
                         continue;
                     }
                     if self.commit_steps(lease, &mut run, &mut inbox, c).await? {
+                        *told = !cut_off;
                         return Ok(false);
                     }
                 }
@@ -1234,7 +1250,12 @@ impl Engine {
                         debug!(run = %run.id, step, %event_type, "parked");
                         telemetry::step_ran(&run.workflow, step, "parked", started.elapsed());
                         // A park stores no event: only the record changed.
-                        self.signals.touch(&run.id);
+                        if cut_off {
+                            self.notify(&run.id);
+                        } else {
+                            self.signals.touch(&run.id);
+                        }
+                        *told = true;
                         return Ok(false);
                     }
                     SuspendOutcome::MailArrived => {
