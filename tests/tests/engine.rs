@@ -826,7 +826,7 @@ async fn a_busy_worker_still_takes_over_a_run_whose_holder_died(dialect: Dialect
         .await
         .unwrap();
     let taken = store
-        .claim_runs("dead", 1_000, &[], 1, false)
+        .claim_runs("dead", 1_000, &[], &[], 1, false)
         .await
         .unwrap();
     assert_eq!(taken.runs.len(), 1, "the dead holder took the run");

@@ -675,6 +675,7 @@ impl Engine {
                         &self.config.owner,
                         self.lease_ttl_ms(),
                         &exclude,
+                        &self.workflow_names(),
                         free,
                         expired,
                     )

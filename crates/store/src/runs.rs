@@ -627,6 +627,7 @@ impl RunStore for SqlStore {
         owner: &str,
         ttl_ms: i64,
         exclude: &[String],
+        workflows: &[String],
         limit: usize,
         expired: bool,
     ) -> StoreResult<Claims> {
@@ -646,6 +647,10 @@ impl RunStore for SqlStore {
         if !exclude.is_empty() {
             let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
             claimable.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
+        }
+        if !workflows.is_empty() {
+            let ph: Vec<String> = workflows.iter().map(|w| p.text(w.clone())).collect();
+            claimable.push_str(&format!(" AND workflow IN ({})", ph.join(", ")));
         }
         let wanted = limit.clamp(1, 1_000);
         let limit = p.count(self.dialect, wanted as i64);

@@ -1204,7 +1204,24 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
         // Distinct update times, so "oldest first" has one answer.
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
-    let first = s.claim_runs("w1", 60_000, &[], 3, false).await.unwrap();
+    // A worker that drives other workflows only leaves these alone, and has none left.
+    let other = s
+        .claim_runs("w0", 60_000, &[], &["other".to_string()], 3, false)
+        .await
+        .unwrap();
+    assert!(other.runs.is_empty(), "not its workflow: not its to take");
+    assert!(!other.more, "nothing of its workflows is left");
+    let first = s
+        .claim_runs(
+            "w1",
+            60_000,
+            &[],
+            &["wf".to_string(), "other".to_string()],
+            3,
+            false,
+        )
+        .await
+        .unwrap();
     assert!(first.more, "two runs were left to claim");
     let first = first.runs;
     let ids: Vec<&str> = first.iter().map(|c| c.run.id.as_str()).collect();
@@ -1226,7 +1243,7 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
         assert_eq!(pending[0].payload, json!({"q": "hello"}));
     }
     let rest = s
-        .claim_runs("w2", 60_000, &[], 3, false)
+        .claim_runs("w2", 60_000, &[], &[], 3, false)
         .await
         .unwrap()
         .runs;
@@ -1237,23 +1254,23 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
         "fewer than the limit: there were no more"
     );
     assert!(
-        s.claim_runs("w3", 60_000, &[], 3, false)
+        s.claim_runs("w3", 60_000, &[], &[], 3, false)
             .await
             .unwrap()
             .runs
             .is_empty()
     );
     // Leases that ran out are taken over only when asked for.
-    let short = s.claim_runs("w4", 60_000, &[], 1, true).await.unwrap();
+    let short = s.claim_runs("w4", 60_000, &[], &[], 1, true).await.unwrap();
     assert!(short.runs.is_empty(), "no lease has run out yet");
     assert!(s.release_owner("w1").await.unwrap() == 3);
     // Exactly the limit, with none left: the claim says so (no look for more is needed).
-    let again = s.claim_runs("w5", 1, &[], 3, false).await.unwrap();
+    let again = s.claim_runs("w5", 1, &[], &[], 3, false).await.unwrap();
     assert_eq!(again.runs.len(), 3);
     assert!(!again.more, "nothing was left to claim");
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let taken = s
-        .claim_runs("w6", 60_000, &[], 10, true)
+        .claim_runs("w6", 60_000, &[], &[], 10, true)
         .await
         .unwrap()
         .runs;

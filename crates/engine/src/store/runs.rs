@@ -308,13 +308,17 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// Takes the leases of up to `limit` running runs, least recently updated first, bumping
     /// their fences: runs nobody holds, or (`expired`) runs whose holder's lease ran out (a
-    /// takeover). `exclude` lists runs this worker already drives. [`Claims::more`] says
-    /// whether runs were left behind (a store may take fewer than `limit` at a time).
+    /// takeover). `exclude` lists runs this worker already drives; `workflows`, when not
+    /// empty, the only workflows whose runs it takes (those it can drive: a run of another
+    /// is left to a process that knows it, not taken and let go again). [`Claims::more`]
+    /// says whether runs were left behind (a store may take fewer than `limit` at a time).
+    #[allow(clippy::too_many_arguments)]
     async fn claim_runs(
         &self,
         owner: &str,
         ttl_ms: i64,
         exclude: &[String],
+        workflows: &[String],
         limit: usize,
         expired: bool,
     ) -> StoreResult<Claims>;
@@ -327,7 +331,9 @@ pub trait RunStore: Send + Sync + 'static {
         exclude: &[String],
     ) -> StoreResult<Option<(RunRecord, Lease)>> {
         for expired in [false, true] {
-            let claimed = self.claim_runs(owner, ttl_ms, exclude, 1, expired).await?;
+            let claimed = self
+                .claim_runs(owner, ttl_ms, exclude, &[], 1, expired)
+                .await?;
             if let Some(c) = claimed.runs.into_iter().next() {
                 return Ok(Some((c.run, c.lease)));
             }
