@@ -254,8 +254,13 @@ async fn poll_changes(engine: Weak<Engine>) {
         let mut seen = HashMap::with_capacity(changed.len());
         for head in changed {
             if heads.get(&head.id) != Some(&head) {
-                // Wakes the run's watchers, if it has any.
-                engine.signals().raise(&head.id);
+                // Wakes the run's watchers, if it has any. A stream that ends where this
+                // process's last news of it ends did not move: only its record may have.
+                if engine.signals().has_news_up_to(&head.id, head.next_seq) {
+                    engine.signals().touch(&head.id);
+                } else {
+                    engine.signals().raise(&head.id);
+                }
             }
             seen.insert(head.id.clone(), head);
         }

@@ -113,16 +113,17 @@ impl Signals {
         }
     }
 
-    /// Whether the last change to `run_id`'s stream was news published here that ends just
-    /// before `head` (the stream's next sequence number): then a notice saying the stream
-    /// now ends there tells its readers nothing new.
+    /// Whether the last change to `run_id`'s stream was news published here that reaches
+    /// `head` (the stream's next sequence number as a notice or a look tells it): then the
+    /// stream did not move past what its readers were told, though the notice may come
+    /// after the news (an echo of the commit, or a look read before it landed).
     pub(crate) fn has_news_up_to(&self, run_id: &str, head: i64) -> bool {
         self.lock().get(run_id).is_some_and(|tx| {
             tx.borrow()
                 .news
                 .as_ref()
                 .and_then(|n| n.events.last())
-                .is_some_and(|last| last.seq + 1 == head)
+                .is_some_and(|last| last.seq + 1 >= head)
         })
     }
 
@@ -340,6 +341,10 @@ mod tests {
         assert!(
             signals.has_news_up_to("a", 5),
             "the echo of the last commit says nothing"
+        );
+        assert!(
+            signals.has_news_up_to("a", 4),
+            "nor a late one of an earlier commit"
         );
         assert!(!signals.has_news_up_to("a", 6), "a later change does");
         signals.raise("a");
