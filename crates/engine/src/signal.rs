@@ -45,8 +45,8 @@ impl News {
 /// What a watcher learns when it looks ([`RunWatch::look`]).
 pub(crate) enum Look {
     Unchanged,
-    /// Only the run's record changed (it parked, ended or was let go), by a driver here that
-    /// published every event it stored: the stream is where the last look left it.
+    /// Only the run's record changed (it parked, ended or was let go): the stream is where
+    /// this process's news left it, so a reader that took that news is in step.
     Touched,
     /// Exactly one commit here moved the stream, with its news; `touched` says whether the
     /// record changed besides.
@@ -91,9 +91,10 @@ impl Signals {
         }
     }
 
-    /// Wakes the watchers of `run_id`, if any, for a change of its record alone, made by a
-    /// driver here that published every event it stored: a reader of the stream keeps the
-    /// news it has not looked at yet, where [`Signals::raise`] would send it to the store.
+    /// Wakes the watchers of `run_id`, if any, for a change of its record alone, its stream
+    /// ending where this process's news of it ends (a driver here that told every event it
+    /// stored let go, or a look found only that): a reader of the stream keeps the news it
+    /// has not looked at yet, where [`Signals::raise`] would send it to the store.
     pub(crate) fn touch(&self, run_id: &str) {
         if let Some(tx) = self.lock().get(run_id) {
             tx.send_modify(|s| s.count = s.count.wrapping_add(1));
