@@ -547,18 +547,7 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
         .await
         .unwrap();
     let mut follower = reader.follow(&run.id, -1);
-    let parked = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
-        r.status == RunStatus::Waiting
-    })
-    .await;
-    assert_eq!(parked.status, RunStatus::Waiting);
-    // The reader is in step with the parked run: it read what there was and now waits.
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), follower.next())
-            .await
-            .is_err(),
-        "nothing to hand out before the approval"
-    );
+    parked_with_the_reader_in_step(&db, &run.id, &mut follower).await;
     reader
         .send(
             &run.id,
@@ -568,17 +557,7 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
         )
         .await
         .unwrap();
-    let mut seqs = Vec::new();
-    let mut last = None;
-    // Bounded by the deadline and the run's short stream.
-    while let Some(ev) = tokio::time::timeout(WAIT, follower.next())
-        .await
-        .expect("the reader hears of the other process's commits")
-        .unwrap()
-    {
-        seqs.push(ev.seq);
-        last = Some(ev.envelope);
-    }
+    let (seqs, last) = read_to_the_end(&mut follower).await;
     assert_eq!(seqs, (0..seqs.len() as i64).collect::<Vec<_>>(), "gap-free");
     assert!(seqs.len() > LONG_ANSWER_NOTES, "{} events", seqs.len());
     let last = last.expect("the stream ends with the result");
@@ -589,6 +568,45 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
     if let Some(relay) = relay {
         relay.abort();
     }
+}
+
+/// Waits until run `run_id` parks, then checks that `follower` is in step with it: it read
+/// what there was and hands out nothing more for a while.
+async fn parked_with_the_reader_in_step(
+    db: &TestDb,
+    run_id: &str,
+    follower: &mut fathom_engine::Follower,
+) {
+    let parked = wait_for_run(db.store.as_ref_store(), run_id, WAIT, |r| {
+        r.status == RunStatus::Waiting
+    })
+    .await;
+    assert_eq!(parked.status, RunStatus::Waiting);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), follower.next())
+            .await
+            .is_err(),
+        "nothing to hand out before the approval"
+    );
+}
+
+/// What `follower` hands out until its run's stream ends: the sequence numbers, and the last
+/// event.
+async fn read_to_the_end(
+    follower: &mut fathom_engine::Follower,
+) -> (Vec<i64>, Option<fathom_engine::Envelope>) {
+    let mut seqs = Vec::new();
+    let mut last = None;
+    // Bounded by the deadline and the run's stream.
+    while let Some(ev) = tokio::time::timeout(WAIT, follower.next())
+        .await
+        .expect("the run's events arrive")
+        .unwrap()
+    {
+        seqs.push(ev.seq);
+        last = Some(ev.envelope);
+    }
+    (seqs, last)
 }
 
 trait AsRefStore {
@@ -1097,32 +1115,14 @@ async fn a_reader_of_a_run_driven_here_reads_nothing_back(dialect: Dialect) {
     assert_eq!(planned.envelope.value["text"], "planned");
     let reads = || db.store.stats().stream_reads.load(Ordering::Relaxed);
     let before = reads();
-    let parked = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
-        r.status == RunStatus::Waiting
-    })
-    .await;
-    assert_eq!(parked.status, RunStatus::Waiting);
-    // Long enough for the change feed's echo of the parking commit to come and go.
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), follower.next())
-            .await
-            .is_err(),
-        "nothing to hand out before the approval"
-    );
+    // Its wait is long enough for the change feed's echo of the parking commit to come and
+    // go, and for the poller (SQLite) to look several times.
+    parked_with_the_reader_in_step(&db, &run.id, &mut follower).await;
     e.send(&run.id, "ApproveEvent", json!({"approved": true}), None)
         .await
         .unwrap();
-    let mut seqs = vec![planned.seq];
-    let mut last = None;
-    // Bounded by the deadline and the run's five events.
-    while let Some(ev) = tokio::time::timeout(WAIT, follower.next())
-        .await
-        .expect("the approved step's events arrive")
-        .unwrap()
-    {
-        seqs.push(ev.seq);
-        last = Some(ev.envelope);
-    }
+    let (after_plan, last) = read_to_the_end(&mut follower).await;
+    let seqs: Vec<i64> = std::iter::once(planned.seq).chain(after_plan).collect();
     assert_eq!(seqs, [0, 1, 2, 3, 4], "gap-free, each once");
     assert!(last.expect("a stop event").is_stop());
     assert_eq!(

@@ -76,6 +76,8 @@ pub struct StartOptions {
 pub struct Engine {
     store: Arc<dyn RunStore>,
     workflows: HashMap<String, Arc<dyn ErasedWorkflow>>,
+    /// The names of `workflows`, sorted: the runs this process's worker claims.
+    workflow_names: Vec<String>,
     config: EngineConfig,
     wake: Notify,
     /// Runs this process drives.
@@ -207,6 +209,7 @@ impl Engine {
         Engine {
             store,
             workflows: HashMap::new(),
+            workflow_names: Vec::new(),
             config,
             wake: Notify::new(),
             active: Mutex::new(HashMap::new()),
@@ -224,6 +227,8 @@ impl Engine {
 
     pub fn register(mut self, wf: Arc<dyn ErasedWorkflow>) -> Self {
         self.workflows.insert(wf.name().to_string(), wf);
+        self.workflow_names = self.workflows.keys().cloned().collect();
+        self.workflow_names.sort();
         self
     }
 
@@ -239,10 +244,9 @@ impl Engine {
         self.workflows.get(name)
     }
 
-    pub fn workflow_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.workflows.keys().cloned().collect();
-        names.sort();
-        names
+    /// The workflows registered here, by name, sorted.
+    pub fn workflow_names(&self) -> &[String] {
+        &self.workflow_names
     }
 
     /// Tells this process's readers of run `run_id` that it changed elsewhere (another
@@ -675,7 +679,7 @@ impl Engine {
                         &self.config.owner,
                         self.lease_ttl_ms(),
                         &exclude,
-                        &self.workflow_names(),
+                        &self.workflow_names,
                         free,
                         expired,
                     )

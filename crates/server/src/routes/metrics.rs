@@ -29,7 +29,7 @@ pub async fn metrics(State(state): State<AppRef>) -> Response {
                 for status in [RunStatus::Running, RunStatus::Waiting] {
                     let n = rows
                         .iter()
-                        .find(|(w, s, _)| *w == wf && *s == status)
+                        .find(|(w, s, _)| w == wf && *s == status)
                         .map_or(0, |r| r.2);
                     metrics::gauge!("fathom_runs", "workflow" => wf.clone(), "status" => status.as_str())
                         .set(n as f64);
