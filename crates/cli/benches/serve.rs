@@ -2,7 +2,8 @@
 //! deep-research run, following it with M SSE clients, approving it as soon as its plan
 //! arrives, and starting the next once it ended. Prints runs/s, approval-to-resume latency
 //! (approval POST sent to the first event of the next step on the client's stream, p50 and
-//! p99), the server's CPU time per run (user and system, all threads, from /proc) and its
+//! p99), time to plan (start POST sent to the plan on the stream: what a new user waits), the
+//! server's CPU time per run (user and system, all threads, from /proc) and its
 //! memory, for three servers in the same run:
 //! - `fathom serve` doing real offline research (the sample corpus, or FATHOM_BENCH_CORPUS);
 //! - Fathom serving a workflow of the same shape with no work in it (same six steps, the same
@@ -110,6 +111,8 @@ pub struct Shape {
 struct RunTiming {
     /// The run reached a terminal status within the deadline.
     finished: bool,
+    /// Start POST sent to the plan received on the first stream: what a new user waits.
+    plan_ms: f64,
     resume_ms: f64,
     events_per_client: Vec<usize>,
 }
@@ -132,6 +135,7 @@ async fn start_run(http: &reqwest::Client, api: &str) -> String {
 /// first, and wait for every stream to end. Returns the approval-to-resume latency (POST sent
 /// to the first post-gate event received) and what each client received.
 async fn one_run(http: &reqwest::Client, api: &str, clients: usize, pre: usize) -> RunTiming {
+    let started_at = Instant::now();
     let id = start_run(http, api).await;
     let plan_seen = Arc::new(Notify::new());
     let approved_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
@@ -169,6 +173,7 @@ async fn one_run(http: &reqwest::Client, api: &str, clients: usize, pre: usize) 
         }));
     }
     plan_seen.notified().await;
+    let plan_ms = started_at.elapsed().as_secs_f64() * 1000.0;
     *approved_at.lock().unwrap() = Some(Instant::now());
     let resp = http
         .post(format!("{api}/events/{id}"))
@@ -201,6 +206,7 @@ async fn one_run(http: &reqwest::Client, api: &str, clients: usize, pre: usize) 
     }
     RunTiming {
         finished,
+        plan_ms,
         resume_ms,
         events_per_client,
     }
@@ -210,6 +216,9 @@ struct LoadResult {
     runs_per_s: f64,
     p50: f64,
     p99: f64,
+    /// Start to plan, p50 and p99 (ms).
+    plan_p50: f64,
+    plan_p99: f64,
     /// SSE clients whose stream ended before the run's stop event, of all clients.
     cut_streams: (usize, usize),
     /// Runs that did not end within the deadline.
@@ -266,6 +275,7 @@ async fn load(
         })
         .collect();
     let mut latencies = Vec::new();
+    let mut plans = Vec::new();
     let expected = shape.pre + shape.post + 1;
     let (mut cut, mut stuck) = (0, 0);
     for user in users {
@@ -285,6 +295,7 @@ async fn load(
             if !timing.resume_ms.is_nan() {
                 latencies.push(timing.resume_ms);
             }
+            plans.push(timing.plan_ms);
         }
     }
     assert!(
@@ -296,10 +307,13 @@ async fn load(
     let cpu = server.cpu_ms() - cpu_before;
     let (_, peak) = server.memory_kib();
     latencies.sort_by(f64::total_cmp);
+    plans.sort_by(f64::total_cmp);
     LoadResult {
         runs_per_s: (runs - stuck) as f64 / wall,
         p50: percentile(&latencies, 0.5),
         p99: percentile(&latencies, 0.99),
+        plan_p50: percentile(&plans, 0.5),
+        plan_p99: percentile(&plans, 0.99),
         cut_streams: (cut, runs * clients),
         stuck,
         idle_rss_mib: idle as f64 / 1024.0,
@@ -389,11 +403,13 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn report(name: &str, r: &LoadResult) {
     println!(
-        "{name:<34} {:>8.2} runs/s   cpu {:>7.2} ms/run   resume p50 {:>7.3} ms  p99 {:>7.3} ms   rss idle {:>6.1} MiB  peak {:>6.1} MiB   streams cut short {}/{}   runs not ended {}",
+        "{name:<34} {:>8.2} runs/s   cpu {:>7.2} ms/run   resume p50 {:>7.3} ms  p99 {:>7.3} ms   plan p50 {:>7.1} ms  p99 {:>7.1} ms   rss idle {:>6.1} MiB  peak {:>6.1} MiB   streams cut short {}/{}   runs not ended {}",
         r.runs_per_s,
         r.cpu_ms_per_run,
         r.p50,
         r.p99,
+        r.plan_p50,
+        r.plan_p99,
         r.idle_rss_mib,
         r.peak_rss_mib,
         r.cut_streams.0,

@@ -654,7 +654,10 @@ impl RunStore for SqlStore {
         }
         let wanted = limit.clamp(1, 1_000);
         let limit = p.count(self.dialect, wanted as i64);
-        let candidates = format!("{claimable} ORDER BY updated_at LIMIT {limit}");
+        // Oldest run first: under a backlog, runs already under way (approved, woken by mail)
+        // finish before new ones start, so what a user is waiting on is not queued behind
+        // runs that have shown nothing yet.
+        let candidates = format!("{claimable} ORDER BY created_at, id LIMIT {limit}");
         let set = format!(
             "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1"
         );
@@ -736,7 +739,7 @@ impl RunStore for SqlStore {
         if expired {
             metrics::counter!("fathom_lease_takeovers_total").increment(claimed.len() as u64);
         }
-        claimed.sort_by_key(|(run, _)| run.updated_at);
+        claimed.sort_by(|(a, _), (b, _)| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         let runs = claimed
             .into_iter()
             .map(|(run, lease)| Claimed {

@@ -1201,9 +1201,20 @@ async fn artifacts_are_content_addressed(s: SqlStore) {
 async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
     for i in 0..5 {
         new_run(&s, &format!("r{i}")).await;
-        // Distinct update times, so "oldest first" has one answer.
+        // Distinct times, so "oldest first" has one answer.
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
+    // The oldest moved last: taken, a step committed, let go (as when its driver's process
+    // stops mid-run). It still goes first: runs under way finish before newer ones start.
+    let (_, lease) = s.claim_run("r0", "w_pre", 60_000).await.unwrap().unwrap();
+    let start = next_pending(&s, "r0").await.unwrap();
+    s.commit_step(
+        &lease,
+        &commit(start.id, vec![env(0)], StepOutcome::Continue),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.release_owner("w_pre").await.unwrap(), 1);
     // A worker that drives other workflows only leaves these alone, and has none left.
     let other = s
         .claim_runs("w0", 60_000, &[], &["other".to_string()], 3, false)
@@ -1228,9 +1239,10 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
     assert_eq!(
         ids,
         ["r0", "r1", "r2"],
-        "the three least recently updated, once each"
+        "the three oldest, once each, though r0 was updated last"
     );
-    // A free run's pending step events come with its claim: here its start event.
+    // A free run's pending step events come with its claim: its start event, or what its
+    // last step sent.
     for c in &first {
         let pending = c.pending.as_ref().expect("read with the claim");
         let read = s.pending_events(&c.run.id, 10).await.unwrap();
@@ -1240,7 +1252,12 @@ async fn a_batch_claim_takes_at_most_its_limit_oldest_first(s: SqlStore) {
             (read[0].id, &read[0].event_type, &read[0].payload),
             "the same event its driver would read"
         );
-        assert_eq!(pending[0].payload, json!({"q": "hello"}));
+        let sent = if c.run.id == "r0" {
+            json!({"k": 1})
+        } else {
+            json!({"q": "hello"})
+        };
+        assert_eq!(pending[0].payload, sent);
     }
     let rest = s
         .claim_runs("w2", 60_000, &[], &[], 3, false)

@@ -306,7 +306,7 @@ pub trait RunStore: Send + Sync + 'static {
     /// Deletes a run and everything recorded for it.
     async fn delete_run(&self, id: &str) -> StoreResult<bool>;
 
-    /// Takes the leases of up to `limit` running runs, least recently updated first, bumping
+    /// Takes the leases of up to `limit` running runs, oldest (by creation) first, bumping
     /// their fences: runs nobody holds, or (`expired`) runs whose holder's lease ran out (a
     /// takeover). `exclude` lists runs this worker already drives; `workflows`, when not
     /// empty, the only workflows whose runs it takes (those it can drive: a run of another
