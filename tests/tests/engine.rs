@@ -1137,6 +1137,59 @@ async fn a_reader_of_a_run_driven_here_reads_nothing_back(dialect: Dialect) {
     }
 }
 
+/// On Postgres a worker is woken by other processes' notices of work, and only by those of
+/// workflows it drives: beside a busy server of another workflow, it does not look for runs
+/// each time one starts there (it would find nothing it may take).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_is_woken_only_by_work_of_its_own_workflows() {
+    let db = fresh(Dialect::Postgres).await;
+    let idle = engine_with(
+        &db,
+        config("idle", Duration::from_secs(600)),
+        [gated_with_notes()],
+    );
+    let relay = db.store.relay_changes(idle.clone()).expect("a change feed");
+    wait_until("the change feed never connected", || idle.relay_live()).await;
+    let (stop, worker) = run_worker(&idle);
+    wait_until("the worker never started", || idle.is_taking_runs()).await;
+    // Another process, with no worker of its own: what it starts waits for one.
+    let elsewhere = fathom_store::SqlStore::connect(&db.url).await.unwrap();
+    let busy = Arc::new(
+        Engine::new(
+            Arc::new(elsewhere),
+            config("busy", Duration::from_secs(600)),
+        )
+        .register(gated())
+        .register(gated_with_notes()),
+    );
+    let looks = || db.store.stats().claim_looks.load(Ordering::Relaxed);
+    let before = looks();
+    for _ in 0..10 {
+        busy.start("gated", json!({"question": "q"}), StartOptions::default())
+            .await
+            .unwrap();
+    }
+    // Then one of the idle worker's workflow: its notice comes after the others' (one
+    // channel, in commit order).
+    let run = busy
+        .start("noted", json!({"question": "q"}), StartOptions::default())
+        .await
+        .unwrap();
+    let parked = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+        r.status == RunStatus::Waiting
+    })
+    .await;
+    assert_eq!(parked.status, RunStatus::Waiting, "the idle worker took it");
+    assert_eq!(
+        looks() - before,
+        1,
+        "the worker looked for runs on notices of another workflow's runs"
+    );
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    relay.abort();
+}
+
 macro_rules! both {
     ($($case:ident),*) => {
         mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::Dialect::Sqlite).await })* }

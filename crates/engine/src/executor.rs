@@ -322,6 +322,18 @@ impl Engine {
         self.wake.notify_one();
     }
 
+    /// [`Engine::nudge`] for a run of `workflow`: nothing when this engine does not drive it
+    /// (its worker would look and find nothing it may take).
+    pub fn nudge_for(&self, workflow: &str) {
+        if self
+            .workflow_names
+            .binary_search_by(|w| w.as_str().cmp(workflow))
+            .is_ok()
+        {
+            self.nudge();
+        }
+    }
+
     /// Creates a run with `start` as its first event. When this process's worker has a slot
     /// free, the run is created under its lease and driven here at once; otherwise by
     /// whichever worker claims it first.

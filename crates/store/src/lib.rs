@@ -40,6 +40,8 @@ pub struct StoreStats {
     /// Reads of a run's stream events (pages of [`fathom_engine::store::RunStore::events_after`]):
     /// what readers could not take from this process's commits as they landed.
     pub stream_reads: AtomicU64,
+    /// Looks for runs to claim (one statement each, whether it took any).
+    pub claim_looks: AtomicU64,
 }
 
 /// The engine's storage over one database.
@@ -67,7 +69,8 @@ const NOTICE_SEPARATOR: char = '\u{1f}';
 /// readers as for any other process's change.
 const HEAD_SEPARATOR: char = '\u{1e}';
 /// The channel that tells workers there may be a run to claim (a run created, a message
-/// delivered, a lease let go); the payload is the announcing process's origin tag.
+/// delivered, a lease let go); the payload is the announcing process's origin tag and the
+/// run's workflow, with [`NOTICE_SEPARATOR`] between them.
 pub(crate) const WORK_CHANNEL: &str = "fathom_work";
 
 /// Listens until the connection fails; `listening` tells whether it got that far.
@@ -89,8 +92,12 @@ async fn listen(
     loop {
         match listener.recv().await {
             Ok(n) if n.channel() == WORK_CHANNEL => {
-                if n.payload() != origin {
-                    engine.nudge();
+                match n.payload().split_once(NOTICE_SEPARATOR) {
+                    Some((from, _)) if from == origin => {}
+                    Some((_, workflow)) => engine.nudge_for(workflow),
+                    // From a version that sent its origin alone.
+                    None if n.payload() != origin => engine.nudge(),
+                    None => {}
                 }
             }
             Ok(n) => match n.payload().split_once(NOTICE_SEPARATOR) {
@@ -281,11 +288,17 @@ impl SqlStore {
     }
 
     /// A SQL expression that tells other processes' workers, when the statement commits,
-    /// that there may be a run to claim: for a `RETURNING` or select list on Postgres
-    /// (None on SQLite, whose workers poll). The origin tag is our own id, safe as a literal.
+    /// that there may be a run of its `workflow` column's workflow to claim (a worker that
+    /// does not drive that workflow is not woken): for a `RETURNING` or select list over a
+    /// run's row on Postgres (None on SQLite, whose workers poll). The origin tag is our own
+    /// id, safe as a literal.
     pub(crate) fn work_notice(&self) -> Option<String> {
-        (self.dialect == Dialect::Postgres)
-            .then(|| format!("pg_notify('{WORK_CHANNEL}', '{}')", self.origin))
+        (self.dialect == Dialect::Postgres).then(|| {
+            format!(
+                "pg_notify('{WORK_CHANNEL}', '{}' || chr({}) || workflow)",
+                self.origin, NOTICE_SEPARATOR as u32
+            )
+        })
     }
 
     /// The payload of a change notice for run `run_id`: this store's origin and the run, so

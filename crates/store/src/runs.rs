@@ -631,6 +631,9 @@ impl RunStore for SqlStore {
         limit: usize,
         expired: bool,
     ) -> StoreResult<Claims> {
+        self.stats()
+            .claim_looks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = now_ms();
         let mut p = Params::default();
         let owner_p = p.text(owner);
