@@ -17,7 +17,8 @@
 //! `cargo bench -p fathom-cli --bench serve` (env: FATHOM_BENCH_RUNS, default 64;
 //! FATHOM_BENCH_CONCURRENCY, default 8; FATHOM_BENCH_CLIENTS, default 1;
 //! FATHOM_BENCH_DATABASE_URL=postgres://... for Fathom on Postgres, else SQLite;
-//! FATHOM_BENCH_CONFIG=FILE for the config `fathom serve` runs with; the Python
+//! FATHOM_BENCH_CONFIG=FILE for the config `fathom serve` runs with;
+//! FATHOM_BENCH_ONLY=research to measure that server alone, without ratios; the Python
 //! server comes from pyproject-compat/clients/.venv, which scripts/test.sh makes).
 
 use std::io::{BufRead, BufReader};
@@ -474,6 +475,9 @@ async fn main() {
     let research = load(&fathom, runs, concurrency, clients, shape).await;
     report(&format!("fathom research ({on})"), &research);
     drop(fathom);
+    if std::env::var("FATHOM_BENCH_ONLY").is_ok_and(|v| v == "research") {
+        return;
+    }
 
     // The same shape with no work in it, served by Fathom: the engine and the API alone.
     let mut cmd = Command::new(std::env::current_exe().unwrap());

@@ -9,6 +9,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use fathom_corpus::Corpus;
 use fathom_data::CollectionScope;
 use fathom_engine::{Engine, WorkerStopped};
 use fathom_research::Research;
@@ -85,6 +86,8 @@ pub struct RunsArgs {
 pub struct Host {
     pub store: Arc<SqlStore>,
     pub research: Arc<Research>,
+    /// The corpus research reads (also inside `research`'s tools, as a search provider).
+    pub corpus: Arc<Corpus>,
 }
 
 impl Host {
@@ -108,12 +111,28 @@ impl Host {
         if let Some(secs) = args.shutdown_grace_secs {
             engine_config.shutdown_grace = Duration::from_secs(secs);
         }
-        let research = Arc::new(app.research(store.clone(), corpus, engine_config)?);
-        Ok(Host { store, research })
+        let research = Arc::new(app.research(store.clone(), corpus.clone(), engine_config)?);
+        Ok(Host {
+            store,
+            research,
+            corpus,
+        })
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
         &self.research.engine
+    }
+
+    /// Gives freed heap back whenever this process goes idle, for as long as it runs.
+    pub fn trim_when_idle(&self) {
+        tokio::spawn(crate::memory::trim_when_idle(
+            self.engine().clone(),
+            self.store.clone(),
+            crate::memory::Kept {
+                docs: self.research.deps.tools.docs.clone(),
+                corpus: self.corpus.clone(),
+            },
+        ));
     }
 }
 
@@ -180,10 +199,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let router = fathom_server::router_with(state.clone(), Some(mcp));
     let worker = (!args.no_worker).then(|| Worker::start(&host));
-    tokio::spawn(crate::memory::trim_when_idle(
-        host.engine().clone(),
-        host.store.clone(),
-    ));
+    host.trim_when_idle();
     // On Postgres, runs driven by other processes reach this one's streams as soon as they
     // commit, and work they make reaches this one's worker (LISTEN/NOTIFY).
     let relay = host.store.relay_changes(host.engine().clone());

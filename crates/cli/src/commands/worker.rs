@@ -56,10 +56,7 @@ pub async fn worker(app: &App, args: WorkerArgs) -> anyhow::Result<ExitCode> {
         .into_future(),
     );
     let worker = Worker::start(&host);
-    tokio::spawn(crate::memory::trim_when_idle(
-        host.engine().clone(),
-        host.store.clone(),
-    ));
+    host.trim_when_idle();
     let relay = host.store.relay_changes(host.engine().clone());
     println!(
         "fathom: worker '{}' driving runs ({} at once); health on http://{bound}/health and metrics on /metrics",
