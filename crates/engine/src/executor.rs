@@ -57,6 +57,30 @@ impl Default for EngineConfig {
     }
 }
 
+/// How a driver stopped driving a run.
+#[derive(Debug, Clone, Copy)]
+struct LetGo {
+    /// It still holds the lease, to be released (false when the lease is already gone).
+    release: bool,
+    /// Every change it made was told to this process's readers, as news or as a touch: they
+    /// need not look at the store. Never so when it lost the lease: whoever took the run, or
+    /// cancelled it, wrote what those readers have not heard.
+    told: bool,
+}
+
+impl LetGo {
+    /// The lease is gone (lost, or let go with the run's last commit), nothing more told.
+    const GONE: LetGo = LetGo {
+        release: false,
+        told: false,
+    };
+    /// The lease is still held, to be released; readers look at the store for what changed.
+    const UNTOLD: LetGo = LetGo {
+        release: true,
+        told: false,
+    };
+}
+
 /// How a worker stopped: the runs it was driving when told to, and how many of them were
 /// still inside a step when the grace ran out (cut off; their step runs again elsewhere).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -965,14 +989,11 @@ impl Engine {
         )));
         let id = run.id.clone();
         let inbox = pending.map(Inbox::first_page).unwrap_or_default();
-        // Whether the driver let go with every change it made told as news: else readers
-        // look at the store.
-        let mut told = false;
-        let release = match self
-            .drive_steps(&wf, run, inbox, mail, &lease, lost_rx, &mut told)
+        let LetGo { release, told } = match self
+            .drive_steps(&wf, run, inbox, mail, &lease, lost_rx)
             .await
         {
-            Ok(release) => release,
+            Ok(let_go) => let_go,
             Err(StoreError::Unavailable(e)) => {
                 // Nothing the step did counts as an attempt: the run is let go as soon as the
                 // database is back, and claimed again (here or elsewhere) from what it holds.
@@ -985,8 +1006,7 @@ impl Engine {
             }
             Err(e) => {
                 warn!(run = %id, error = %e, "stopped driving run");
-                told = false;
-                true
+                LetGo::UNTOLD
             }
         };
         drop(heartbeat);
@@ -1005,12 +1025,8 @@ impl Engine {
     /// writes the run's state or its step inbox, so both are kept here between steps rather
     /// than read back: a step costs its own work and one commit. Quick steps share one: a
     /// step whose only result is one event for the next step is not committed at once; the
-    /// next step runs on that event, and both commit together (see [`Chain`]). Returns
-    /// whether the lease should be released (false when it is already gone); sets `told`
-    /// when it stops with every change it made told to this process's readers as news or as
-    /// a touch (not when it lost the lease: whoever took the run, or cancelled it, wrote
-    /// what those readers have not heard).
-    #[allow(clippy::too_many_arguments)]
+    /// next step runs on that event, and both commit together (see [`Chain`]). Returns how
+    /// it let go of the run.
     async fn drive_steps(
         self: &Arc<Self>,
         wf: &Arc<dyn ErasedWorkflow>,
@@ -1019,8 +1035,7 @@ impl Engine {
         mut known_mail: Option<KnownMail>,
         lease: &Lease,
         lost: watch::Receiver<bool>,
-        told: &mut bool,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<LetGo, StoreError> {
         let deadline = run
             .deadline_at
             .map(|at| Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64));
@@ -1031,7 +1046,7 @@ impl Engine {
         let mut cut_off = false;
         loop {
             if *lost.borrow() {
-                return Ok(false);
+                return Ok(LetGo::GONE);
             }
             if *draining.borrow_and_update() {
                 debug!(run = %run.id, "shutting down; letting the run go");
@@ -1039,12 +1054,16 @@ impl Engine {
                     self.commit_chain(lease, &mut run, &mut inbox, c, None)
                         .await?;
                 }
-                *told = !cut_off;
-                return Ok(true);
+                return Ok(LetGo {
+                    release: true,
+                    told: !cut_off,
+                });
             }
             if run.status != RunStatus::Running {
-                *told = !cut_off;
-                return Ok(true);
+                return Ok(LetGo {
+                    release: true,
+                    told: !cut_off,
+                });
             }
             let pending = match &chain {
                 // The event the last step sent, not stored: it has no id.
@@ -1066,14 +1085,14 @@ impl Engine {
                             0.0,
                         )
                         .await?;
-                        return Ok(false);
+                        return Ok(LetGo::GONE);
                     }
                 },
             };
             let Some((step, step_timeout, retry)) = wf.step_for(&pending.event_type) else {
                 let msg = format!("no step accepts {}", pending.event_type);
                 self.fail_run(lease, &run, "workflow", &msg, 1, 0.0).await?;
-                return Ok(false);
+                return Ok(LetGo::GONE);
             };
             if let Some(d) = deadline
                 && Instant::now() >= d
@@ -1083,7 +1102,7 @@ impl Engine {
                         .await?;
                 }
                 self.time_out(lease, &run, step).await?;
-                return Ok(false);
+                return Ok(LetGo::GONE);
             }
             let ahead = chain.is_some();
             if ahead {
@@ -1141,7 +1160,7 @@ impl Engine {
             let mut lost_wait = lost.clone();
             let outcome = tokio::select! {
                 r = tokio::time::timeout(limit, fut) => r,
-                _ = lost_wait.wait_for(|l| *l) => return Ok(false),
+                _ = lost_wait.wait_for(|l| *l) => return Ok(LetGo::GONE),
             };
             let simply_done =
                 matches!(&outcome, Ok((Ok(()), e)) if e.error.is_none() && !e.ran_ahead);
@@ -1184,8 +1203,10 @@ impl Engine {
                     debug!(run = %run.id, step, %event_type, "parked");
                     telemetry::step_ran(&run.workflow, step, "parked", started.elapsed());
                     // Its news said so.
-                    *told = !cut_off;
-                    return Ok(false);
+                    return Ok(LetGo {
+                        release: false,
+                        told: !cut_off,
+                    });
                 }
                 if parking.is_some() {
                     // Mail arrived: the step runs again and looks.
@@ -1197,7 +1218,7 @@ impl Engine {
                 Ok(pair) => pair,
                 Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
                     self.time_out(lease, &run, step).await?;
-                    return Ok(false);
+                    return Ok(LetGo::GONE);
                 }
                 Err(_) => {
                     cut_off = true;
@@ -1249,8 +1270,10 @@ impl Engine {
                         continue;
                     }
                     if self.commit_steps(lease, &mut run, &mut inbox, c).await? {
-                        *told = !cut_off;
-                        return Ok(false);
+                        return Ok(LetGo {
+                            release: false,
+                            told: !cut_off,
+                        });
                     }
                 }
                 Err(StepError::RanAhead) => {
@@ -1272,15 +1295,17 @@ impl Engine {
                         } else {
                             self.signals.touch(&run.id);
                         }
-                        *told = true;
-                        return Ok(false);
+                        return Ok(LetGo {
+                            release: false,
+                            told: true,
+                        });
                     }
                     SuspendOutcome::MailArrived => {
                         known_mail = None;
                         continue;
                     }
                 },
-                Err(StepError::LeaseLost) => return Ok(false),
+                Err(StepError::LeaseLost) => return Ok(LetGo::GONE),
                 Err(StepError::Store(StoreError::Unavailable(e))) => {
                     return Err(StoreError::Unavailable(e));
                 }
@@ -1298,8 +1323,8 @@ impl Engine {
                         let mut lost_wait = lost.clone();
                         tokio::select! {
                             _ = tokio::time::sleep(retry.backoff(attempt + 1)) => {}
-                            _ = lost_wait.wait_for(|l| *l) => return Ok(false),
-                            _ = draining.wait_for(|d| *d) => return Ok(true),
+                            _ = lost_wait.wait_for(|l| *l) => return Ok(LetGo::GONE),
+                            _ = draining.wait_for(|d| *d) => return Ok(LetGo::UNTOLD),
                         }
                     } else {
                         warn!(run = %run.id, step, attempt, error = %msg, "step failed; run failed");
@@ -1307,7 +1332,7 @@ impl Engine {
                         let elapsed = started.elapsed().as_secs_f64();
                         self.fail_run(lease, &run, step, &msg, attempt, elapsed)
                             .await?;
-                        return Ok(false);
+                        return Ok(LetGo::GONE);
                     }
                 }
             }
