@@ -1163,14 +1163,25 @@ async fn a_worker_is_woken_only_by_work_of_its_own_workflows() {
         .register(gated_with_notes()),
     );
     let looks = || db.store.stats().claim_looks.load(Ordering::Relaxed);
+    // A run of its own first, taken and parked: the looks the start-up woke (the change
+    // feed going live wakes the worker) are over by then.
+    let first = busy
+        .start("noted", json!({"question": "q"}), StartOptions::default())
+        .await
+        .unwrap();
+    let parked = wait_for_run(db.store.as_ref_store(), &first.id, WAIT, |r| {
+        r.status == RunStatus::Waiting
+    })
+    .await;
+    assert_eq!(parked.status, RunStatus::Waiting, "the idle worker took it");
     let before = looks();
     for _ in 0..10 {
         busy.start("gated", json!({"question": "q"}), StartOptions::default())
             .await
             .unwrap();
     }
-    // Then one of the idle worker's workflow: its notice comes after the others' (one
-    // channel, in commit order).
+    // Then another of its own: its notice comes after the others' (one channel, in commit
+    // order).
     let run = busy
         .start("noted", json!({"question": "q"}), StartOptions::default())
         .await

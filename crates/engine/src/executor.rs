@@ -347,12 +347,14 @@ impl Engine {
     }
 
     /// [`Engine::nudge`] for a run of `workflow`: nothing when this engine does not drive it
-    /// (its worker would look and find nothing it may take).
+    /// (its worker would look and find nothing it may take). An engine with no workflow
+    /// registered claims runs of any, so any wakes it.
     pub fn nudge_for(&self, workflow: &str) {
-        if self
-            .workflow_names
-            .binary_search_by(|w| w.as_str().cmp(workflow))
-            .is_ok()
+        if self.workflow_names.is_empty()
+            || self
+                .workflow_names
+                .binary_search_by(|w| w.as_str().cmp(workflow))
+                .is_ok()
         {
             self.nudge();
         }

@@ -259,7 +259,8 @@ impl SqlStore {
             Dialect::Postgres => sqlx::migrate!("../../migrations/postgres"),
             Dialect::Sqlite => sqlx::migrate!("../../migrations/sqlite"),
         };
-        // Migrations only add (tables, columns, indexes), so a process older than the
+        // Migrations add tables, columns and indexes, and replace an index only where the
+        // older process's queries are still served (0006), so a process older than the
         // database's schema still works on it: during a rolling upgrade, or after a rollback,
         // it starts rather than refusing a migration it does not know (runs written in a newer
         // format it leaves alone, see `NewerFormat`).
@@ -328,8 +329,9 @@ impl SqlStore {
     /// Relays other processes' changes to `engine`'s readers as they commit (LISTEN/NOTIFY
     /// on Postgres), and tells the engine while the relay is live so that nothing polls;
     /// reconnects with backoff when the connection drops. Wakes the engine's worker when
-    /// another process makes work ([`WORK_CHANNEL`]). None on SQLite, which relays nothing
-    /// (the engine's poller looks for changes, and its worker for runs, instead).
+    /// another process makes work of a workflow it drives ([`WORK_CHANNEL`]). None on
+    /// SQLite, which relays nothing (the engine's poller looks for changes, and its worker
+    /// for runs, instead).
     pub fn relay_changes(
         &self,
         engine: Arc<fathom_engine::Engine>,

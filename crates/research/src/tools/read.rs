@@ -78,9 +78,11 @@ impl DocCache {
     /// come in an hour as in a minute (reading a run's documents back costs it about 10 ms).
     pub fn forget(&self) {
         let mut c = self.lock();
-        c.docs = HashMap::new();
-        c.parses = HashMap::new();
+        let kept = (std::mem::take(&mut c.docs), std::mem::take(&mut c.parses));
         c.words = 0;
+        drop(c);
+        // Freed after the lock is let go: a run reading meanwhile does not wait for it.
+        drop(kept);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
