@@ -1163,17 +1163,21 @@ async fn a_worker_is_woken_only_by_work_of_its_own_workflows() {
         .register(gated_with_notes()),
     );
     let looks = || db.store.stats().claim_looks.load(Ordering::Relaxed);
-    // A run of its own first, taken and parked: the looks the start-up woke (the change
-    // feed going live wakes the worker) are over by then.
-    let first = busy
-        .start("noted", json!({"question": "q"}), StartOptions::default())
-        .await
-        .unwrap();
-    let parked = wait_for_run(db.store.as_ref_store(), &first.id, WAIT, |r| {
-        r.status == RunStatus::Waiting
-    })
-    .await;
-    assert_eq!(parked.status, RunStatus::Waiting, "the idle worker took it");
+    // Starts a run of the idle worker's workflow elsewhere; the idle worker takes and parks it.
+    let own_run_taken = || async {
+        let run = busy
+            .start("noted", json!({"question": "q"}), StartOptions::default())
+            .await
+            .unwrap();
+        let parked = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
+            r.status == RunStatus::Waiting
+        })
+        .await;
+        assert_eq!(parked.status, RunStatus::Waiting, "the idle worker took it");
+    };
+    // One first: the looks the start-up woke (the change feed going live wakes the worker)
+    // are over by then.
+    own_run_taken().await;
     let before = looks();
     for _ in 0..10 {
         busy.start("gated", json!({"question": "q"}), StartOptions::default())
@@ -1182,15 +1186,7 @@ async fn a_worker_is_woken_only_by_work_of_its_own_workflows() {
     }
     // Then another of its own: its notice comes after the others' (one channel, in commit
     // order).
-    let run = busy
-        .start("noted", json!({"question": "q"}), StartOptions::default())
-        .await
-        .unwrap();
-    let parked = wait_for_run(db.store.as_ref_store(), &run.id, WAIT, |r| {
-        r.status == RunStatus::Waiting
-    })
-    .await;
-    assert_eq!(parked.status, RunStatus::Waiting, "the idle worker took it");
+    own_run_taken().await;
     assert_eq!(
         looks() - before,
         1,
