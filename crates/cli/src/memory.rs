@@ -38,7 +38,7 @@ const TRIM_ABOVE: usize = 2 << 20;
 /// and committed nothing for a whole look (a server in front of other workers still stores
 /// deliveries and starts), and since the last trim it committed writes (ran something) or
 /// its free heap grew by [`TRIM_ABOVE`] (streams came and went). What was [`Kept`] for the
-/// runs to come is let go first, when something ran. Free scraps between live allocations,
+/// runs to come is let go first, once per idle spell. Free scraps between live allocations,
 /// which no trim can give back, are not trimmed for again and again. Runs until the process
 /// ends.
 pub async fn trim_when_idle(engine: Arc<Engine>, store: Arc<SqlStore>, kept: Kept) {
