@@ -124,12 +124,22 @@ struct SentenceMeta {
 
 impl DocSentences {
     pub fn of(doc: &ParsedDoc, page: Option<u32>) -> DocSentences {
+        DocSentences::build(doc, page, None)
+    }
+
+    /// [`DocSentences::of`] with the document's blocks already cut into sentences
+    /// ([`ParsedDoc::block_sentences`]).
+    pub fn of_cut(doc: &ParsedDoc, page: Option<u32>, cut: &[Vec<String>]) -> DocSentences {
+        DocSentences::build(doc, page, Some(cut))
+    }
+
+    fn build(doc: &ParsedDoc, page: Option<u32>, cut: Option<&[Vec<String>]>) -> DocSentences {
         let mut out = DocSentences {
             sentences: Vec::new(),
             meta: Vec::new(),
             postings: HashMap::new(),
         };
-        for (b, block) in sentence_blocks(doc, page).into_iter().enumerate() {
+        for (b, block) in sentence_blocks(doc, page, cut).into_iter().enumerate() {
             for sentence in block.sentences {
                 let at = out.sentences.len() as u32;
                 for term in features(&plain_text(&sentence)) {

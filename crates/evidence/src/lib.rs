@@ -32,19 +32,27 @@ pub(crate) struct SentenceBlock {
 }
 
 /// The document's blocks (on `page` only, when given) as sentences, at most
-/// [`MAX_SENTENCES`] in all.
-pub(crate) fn sentence_blocks(doc: &ParsedDoc, page: Option<u32>) -> Vec<SentenceBlock> {
+/// [`MAX_SENTENCES`] in all; cut here, or taken from `cut` ([`ParsedDoc::block_sentences`]).
+pub(crate) fn sentence_blocks(
+    doc: &ParsedDoc,
+    page: Option<u32>,
+    cut: Option<&[Vec<String>]>,
+) -> Vec<SentenceBlock> {
     let mut out = Vec::new();
     let mut index = 0;
-    for block in doc
+    for (i, block) in doc
         .blocks
         .iter()
-        .filter(|b| page.is_none() || b.page == page)
+        .enumerate()
+        .filter(|(_, b)| page.is_none() || b.page == page)
     {
         if index >= MAX_SENTENCES {
             break;
         }
-        let mut sents = sentences(&block.text);
+        let mut sents = match cut.and_then(|c| c.get(i)) {
+            Some(cut) => cut[..cut.len().min(MAX_SENTENCES - index)].to_vec(),
+            None => sentences(&block.text),
+        };
         sents.truncate(MAX_SENTENCES - index);
         let n = sents.len();
         out.push(SentenceBlock {

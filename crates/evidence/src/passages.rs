@@ -95,7 +95,7 @@ pub fn opening(doc: &ParsedDoc, max_chars: usize) -> Option<Passage> {
 /// Windows of up to [`WINDOW`] consecutive sentences, each within one block.
 fn windows(doc: &ParsedDoc) -> Vec<Window> {
     let mut out = Vec::new();
-    for block in sentence_blocks(doc, None) {
+    for block in sentence_blocks(doc, None, None) {
         let sents = &block.sentences;
         let starts = sents.len().saturating_sub(WINDOW - 1).max(1);
         for s in 0..starts.min(sents.len()) {

@@ -108,6 +108,16 @@ pub struct Extraction {
 }
 
 impl ParsedDoc {
+    /// Each block cut into sentences ([`crate::text::sentences`]), in order: for whoever
+    /// reads the document sentence by sentence. The cut is most of that reading's work, so a
+    /// reader that keeps the document hands the same cut to each such use.
+    pub fn block_sentences(&self) -> Vec<Vec<String>> {
+        self.blocks
+            .iter()
+            .map(|b| crate::text::sentences(&b.text))
+            .collect()
+    }
+
     /// A document of `blocks` with its words counted and no metadata besides its title.
     pub fn new(url: &str, title: &str, kind: DocKind, blocks: Vec<Block>) -> ParsedDoc {
         ParsedDoc {

@@ -21,6 +21,9 @@ const CACHE_PARSES: usize = 4096;
 /// each the first time it is asked for.
 pub struct CachedDoc {
     doc: ParsedDoc,
+    /// Its blocks cut into sentences, once for both uses below (UAX #29 is most of their
+    /// work).
+    cut: OnceLock<Vec<Vec<String>>>,
     weighed: OnceLock<Arc<Weighed>>,
     sentences: OnceLock<Arc<DocSentences>>,
 }
@@ -36,22 +39,27 @@ impl CachedDoc {
     fn new(doc: ParsedDoc) -> CachedDoc {
         CachedDoc {
             doc,
+            cut: OnceLock::new(),
             weighed: OnceLock::new(),
             sentences: OnceLock::new(),
         }
     }
 
+    fn cut(&self) -> &[Vec<String>] {
+        self.cut.get_or_init(|| self.doc.block_sentences())
+    }
+
     /// Its sentences as the extractive writer weighs them.
     pub fn weighed(&self) -> Arc<Weighed> {
         self.weighed
-            .get_or_init(|| Arc::new(Weighed::of(&self.doc)))
+            .get_or_init(|| Arc::new(Weighed::of_cut(&self.doc, self.cut())))
             .clone()
     }
 
     /// Its sentences as the claim checker reads them (the whole document).
     pub fn sentences(&self) -> Arc<DocSentences> {
         self.sentences
-            .get_or_init(|| Arc::new(DocSentences::of(&self.doc, None)))
+            .get_or_init(|| Arc::new(DocSentences::of_cut(&self.doc, None, self.cut())))
             .clone()
     }
 }
