@@ -2,9 +2,9 @@
 //! al., "Enabling Large Language Models to Generate Text with Citations", 2023), per sentence:
 //! - fabricated: markers `[n]` that name no listed source, or a source that was never read;
 //! - citation precision: cited sentences their first cited source supports, over cited
-//!   sentences. Support is [`check_claim`]: the best-matching passage of the document (of
-//!   the cited page, for a PDF page source) must carry the sentence's numbers, names and
-//!   negation and most of its content terms;
+//!   sentences. Support is [`fathom_evidence::check_claim`]: the best-matching passage of the
+//!   document (of the cited page, for a PDF page source) must carry the sentence's numbers,
+//!   names and negation and most of its content terms;
 //! - citation recall: claim sentences with a supporting citation, over claim sentences (every
 //!   sentence of the sections except the writer's fixed notes).
 //!
@@ -17,10 +17,12 @@ pub use facts::{
     FactCheck, FactTotals, KeyFactQuestion, KeyFactsError, check_key_facts, parse_key_facts,
 };
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use crate::report::{Report, citations};
-use fathom_evidence::{Verdict, check_claim};
+use fathom_evidence::{DocSentences, Verdict};
 use fathom_parse::ParsedDoc;
 use fathom_parse::text::sentences;
 
@@ -67,6 +69,8 @@ fn ratio(a: usize, b: usize) -> f64 {
 /// Checks every sentence of `report` against the documents that were read.
 pub fn check_citations(report: &Report, read: &[ParsedDoc]) -> CitationCheck {
     let mut out = CitationCheck::default();
+    // Each document (or page) is read sentence by sentence once, for every claim citing it.
+    let mut readings: HashMap<(usize, Option<u32>), DocSentences> = HashMap::new();
     for paragraph in report.sections.iter().flat_map(|s| &s.paragraphs) {
         // A note is a paragraph of its own; whole, since "_Note._" splits after the period.
         if is_writer_note(paragraph) {
@@ -87,7 +91,7 @@ pub fn check_citations(report: &Report, read: &[ParsedDoc]) -> CitationCheck {
                     .and_then(|i| report.sources.get(i))
                     .and_then(|s| {
                         let url = s.url.split("#page=").next().unwrap_or(&s.url);
-                        read.iter().find(|d| d.url == url).map(|d| (d, s.page))
+                        read.iter().position(|d| d.url == url).map(|d| (d, s.page))
                     });
                 match doc {
                     Some(d) => {
@@ -97,7 +101,12 @@ pub fn check_citations(report: &Report, read: &[ParsedDoc]) -> CitationCheck {
                 }
             }
             if let Some((doc, page)) = first_doc
-                && check_claim(&sentence, doc, page).verdict == Verdict::Supported
+                && readings
+                    .entry((doc, page))
+                    .or_insert_with(|| DocSentences::of(&read[doc], page))
+                    .check(&sentence, page)
+                    .verdict
+                    == Verdict::Supported
             {
                 out.supported += 1;
             }

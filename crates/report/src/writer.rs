@@ -236,7 +236,13 @@ pub struct Weighed {
 
 impl Weighed {
     pub fn of(doc: &ParsedDoc) -> Weighed {
-        weigh(doc)
+        weigh(doc, &doc.block_sentences())
+    }
+
+    /// [`Weighed::of`] with the document's blocks already cut into sentences
+    /// ([`ParsedDoc::block_sentences`]).
+    pub fn of_cut(doc: &ParsedDoc, cut: &[Vec<String>]) -> Weighed {
+        weigh(doc, cut)
     }
 }
 
@@ -353,9 +359,9 @@ fn lists(doc: &ParsedDoc, next_id: &mut usize) -> HashMap<usize, usize> {
     out
 }
 
-fn weigh(doc: &ParsedDoc) -> Weighed {
-    // Each block is cut into sentences once, for the keys and for the candidates.
-    let split: Vec<Vec<String>> = doc.blocks.iter().map(|b| sentences(&b.text)).collect();
+/// `split`: each of `doc`'s blocks cut into sentences, used for the keys and for the
+/// candidates alike.
+fn weigh(doc: &ParsedDoc, split: &[Vec<String>]) -> Weighed {
     let keys: Vec<String> = split.iter().flatten().map(|s| s.to_lowercase()).collect();
     // Where each block's sentences start among the keys.
     let first_key: Vec<usize> = split
@@ -640,7 +646,7 @@ pub fn draft_sections(
     docs: &[ParsedDoc],
     per_section: usize,
 ) -> Vec<(String, Vec<Quote>)> {
-    let weighed: Vec<Weighed> = docs.iter().map(weigh).collect();
+    let weighed: Vec<Weighed> = docs.iter().map(Weighed::of).collect();
     let read: Vec<(&ParsedDoc, &Weighed)> = docs.iter().zip(&weighed).collect();
     draft_weighed(question, outline, &read, per_section)
 }
