@@ -134,6 +134,17 @@ struct DeliverySeen {
 }
 
 impl SqlStore {
+    /// Columns `cols` of run `id`'s row, if it exists.
+    async fn run_row(&self, cols: &str, id: &str) -> StoreResult<Option<AnyRow>> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {cols} FROM runs WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)
+    }
+
     /// Creates a run with its start event pending, in one round trip: a CTE on Postgres, the
     /// statement after it (inside the transaction) on SQLite. With `claim` (owner, ttl) the
     /// run is created leased to that owner (its first fence), and its lease and start
@@ -549,13 +560,7 @@ impl RunStore for SqlStore {
     }
 
     async fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {RUN_COLS} FROM runs WHERE id = $1"
-        )))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_err)?;
+        let row = self.run_row(RUN_COLS, id).await?;
         row.as_ref().map(run_from_row).transpose()
     }
 
@@ -1085,13 +1090,7 @@ impl RunStore for SqlStore {
     }
 
     async fn run_head(&self, id: &str) -> StoreResult<Option<RunHead>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {HEAD_COLS} FROM runs WHERE id = $1"
-        )))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_err)?;
+        let row = self.run_row(HEAD_COLS, id).await?;
         row.as_ref().map(head_from_row).transpose()
     }
 
