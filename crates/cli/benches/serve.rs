@@ -17,7 +17,8 @@
 //! `cargo bench -p fathom-cli --bench serve` (env: FATHOM_BENCH_RUNS, default 64;
 //! FATHOM_BENCH_CONCURRENCY, default 8; FATHOM_BENCH_CLIENTS, default 1;
 //! FATHOM_BENCH_DATABASE_URL=postgres://... for Fathom on Postgres, else SQLite;
-//! FATHOM_BENCH_CONFIG=FILE for the config `fathom serve` runs with;
+//! FATHOM_BENCH_CONFIG=FILE for the config `fathom serve` runs with; FATHOM_BENCH_BIN=PATH to
+//! serve with another build of `fathom`;
 //! FATHOM_BENCH_ONLY=research to measure that server alone, without ratios; the Python
 //! server comes from pyproject-compat/clients/.venv, which scripts/test.sh makes).
 
@@ -451,7 +452,10 @@ async fn main() {
         "sqlite"
     };
     println!("fathom on {on}, corpus {}", corpus.display());
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fathom"));
+    // FATHOM_BENCH_BIN serves with another build (an earlier one, say), as the research
+    // bench does.
+    let bin = std::env::var("FATHOM_BENCH_BIN").unwrap_or(env!("CARGO_BIN_EXE_fathom").into());
+    let mut cmd = Command::new(bin);
     cmd.current_dir(tmp.path())
         .env_remove("DATABASE_URL")
         .env_remove("FATHOM_API_KEY")

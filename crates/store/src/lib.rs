@@ -8,6 +8,7 @@
 mod artifacts;
 mod collections;
 mod commit;
+mod conns;
 pub mod dialect;
 mod runs;
 mod sql;
@@ -47,7 +48,8 @@ pub struct StoreStats {
 /// The engine's storage over one database.
 #[derive(Clone)]
 pub struct SqlStore {
-    pool: AnyPool,
+    /// The pool, and connections kept between statements (see [`conns::Db`]).
+    db: conns::Db,
     dialect: Dialect,
     stats: Arc<StoreStats>,
     /// The connection URL, for the change listener (Postgres).
@@ -214,11 +216,16 @@ impl SqlStore {
         let options = AnyConnectOptions::from_str(&target.url)
             .map_err(|e| StoreError::Invalid(format!("bad database URL: {e}")))?;
         let dialect = target.dialect;
+        let max_connections = match dialect {
+            Dialect::Postgres => 16,
+            Dialect::Sqlite => 8,
+        };
+        let lifetime = match dialect {
+            Dialect::Postgres => Duration::from_secs(30 * 60),
+            Dialect::Sqlite => SQLITE_CONNECTION_LIFETIME,
+        };
         let pool = AnyPoolOptions::new()
-            .max_connections(match dialect {
-                Dialect::Postgres => 16,
-                Dialect::Sqlite => 8,
-            })
+            .max_connections(max_connections)
             // Short: while the database is away a request is answered 503 within this time
             // rather than hanging; the engine tries again by itself.
             .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -236,10 +243,7 @@ impl SqlStore {
             // SQLite opens a file it may not write (made read-only for a while) read-only,
             // for good: such a connection refuses every write after the file is writable
             // again. Connections are renewed often enough that the pool heals by itself.
-            .max_lifetime(match dialect {
-                Dialect::Postgres => Some(Duration::from_secs(30 * 60)),
-                Dialect::Sqlite => Some(SQLITE_CONNECTION_LIFETIME),
-            })
+            .max_lifetime(lifetime)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if dialect == Dialect::Sqlite {
@@ -270,7 +274,7 @@ impl SqlStore {
             .await
             .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
         Ok(SqlStore {
-            pool,
+            db: conns::Db::new(pool, max_connections, lifetime),
             dialect,
             stats: Arc::new(StoreStats::default()),
             url: Arc::from(target.url.as_str()),
@@ -360,19 +364,21 @@ impl SqlStore {
 
     /// The pool, for tests and tools that need raw access.
     pub fn pool(&self) -> &AnyPool {
-        &self.pool
+        self.db.pool()
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
+        // The pool waits for every connection out of it, the kept ones too.
+        self.db.release_all();
+        self.db.pool().close().await;
     }
 
     /// Begins a write transaction. On SQLite it takes the write lock at once, so two writers
     /// queue on the busy timeout instead of failing on a lock upgrade.
     async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
         let tx = match self.dialect {
-            Dialect::Postgres => self.pool.begin().await,
-            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Dialect::Postgres => self.db.pool().begin().await,
+            Dialect::Sqlite => self.db.pool().begin_with("BEGIN IMMEDIATE").await,
         };
         tx.map_err(db_err)
     }
