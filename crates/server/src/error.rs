@@ -130,7 +130,9 @@ impl From<EngineError> for ApiError {
             EngineError::RunExists(id) => {
                 ApiError::conflict(format!("Handler {id} already exists"))
             }
-            EngineError::RunTerminal(_) => ApiError::conflict("Workflow already completed"),
+            EngineError::RunTerminal(status) => {
+                ApiError::conflict(format!("Workflow already {status}"))
+            }
             e @ EngineError::NewerFormat { .. } => ApiError::conflict(e.to_string()),
             EngineError::Store(e) => e.into(),
         }

@@ -306,7 +306,15 @@ async fn gate_reject_edit_approve(dialect: Dialect) {
     edited["outline"] = json!(["Overview", "Lifetimes"]);
     let approve = json!({"event": {"type": "ApproveEvent", "qualified_name": "ApproveEvent",
         "types": [], "value": {"approved": true, "feedback": null, "plan": edited}}, "step": null});
-    let (status, _) = s.post(&format!("{D}/events/{id}"), approve).await;
+    let send_approve = |key: &'static str| {
+        s.call(
+            s.http
+                .post(s.url(&format!("{D}/events/{id}")))
+                .header("Idempotency-Key", key)
+                .json(&approve),
+        )
+    };
+    let (status, _) = send_approve("approve-1").await;
     assert_eq!(status, 200);
     let rest = read_until(&mut stream, is_stop).await;
     // The approval commits with an AgentInput for the research phase, carrying the plan.
@@ -325,6 +333,15 @@ async fn gate_reject_edit_approve(dialect: Dialect) {
             .unwrap()
             .is_none(),
         "the stream closes after the stop event"
+    );
+    // A retry of the approval the run took is answered as the approval was, though the run
+    // has ended since; a new decision is refused.
+    let (status, body) = send_approve("approve-1").await;
+    assert_eq!((status, &body), (200, &json!({"status": "sent"})));
+    let (status, body) = send_approve("approve-2").await;
+    assert_eq!(
+        (status, body["detail"].as_str()),
+        (409, Some("Workflow already completed"))
     );
 
     let all: Vec<(i64, Value)> = first.into_iter().chain(second).chain(rest).collect();

@@ -9,7 +9,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use fathom_engine::store::{RunStatus, StoreError, StoredEvent};
+use fathom_engine::EngineError;
+use fathom_engine::store::{StoreError, StoredEvent};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -255,11 +256,15 @@ pub async fn send_event(
         .run_head(&id)
         .await?
         .ok_or_else(ApiError::handler_not_found)?;
-    if run.status.is_terminal() {
-        return Err(ApiError::conflict(match run.status {
-            RunStatus::Completed => "Workflow already completed".to_string(),
-            other => format!("Workflow already {}", other.as_str()),
-        }));
+    let chosen_key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
+    // A run that ended takes nothing more; only a retry of a delivery it took (its key
+    // chosen by the sender) is answered as that one was, by the engine.
+    if run.status.is_terminal() && chosen_key.is_none() {
+        return Err(EngineError::RunTerminal(run.status.as_str()).into());
     }
     let (event_type, value) = parse_envelope(req.event)?;
     if let Some(step) = req.step.as_deref().filter(|s| !s.is_empty()) {
@@ -271,8 +276,8 @@ pub async fn send_event(
             return Err(ApiError::bad_request(format!("no step named '{step}'")));
         }
     }
-    let key = match headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
-        Some(k) if !k.trim().is_empty() => format!("header:{}", k.trim()),
+    let key = match chosen_key {
+        Some(k) => format!("header:{k}"),
         // The same event at the same point of the run is a retry, not a second decision.
         _ => {
             let mut h = Sha256::new();
