@@ -11,9 +11,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row, SqliteConnection};
 
 use fathom_parse::text::words;
@@ -26,6 +24,10 @@ const MAX_FILES: usize = 200_000;
 const MAX_DEPTH: usize = 32;
 const PASSAGE_CHARS: usize = 1200;
 const INDEX_VERSION: &str = "4";
+/// Connections to the index: searches of runs in flight at once share them.
+const INDEX_CONNECTIONS: u32 = 4;
+/// How long an index connection is used before it is opened again (its page cache with it).
+const INDEX_CONNECTION_LIFETIME: Duration = Duration::from_secs(30 * 60);
 /// A search term found in more than this share of the passages is left out of the query
 /// (when another term remains): it tells the passages apart no more than a stop word.
 const COMMON_SHARE: f64 = 0.6;
@@ -84,7 +86,8 @@ pub struct RefreshReport {
 pub struct Corpus {
     root: PathBuf,
     index_path: PathBuf,
-    pool: SqlitePool,
+    /// The index's connections: a pool, and those kept between statements.
+    db: fathom_pool::Kept<sqlx::Sqlite>,
     parser: ContentParser,
     /// Files that only gather what other files say (a printable all-in-one page), found after
     /// each refresh: search leaves them out, so a passage is found on its most specific page.
@@ -160,7 +163,8 @@ impl Corpus {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(30));
         let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+            .max_connections(INDEX_CONNECTIONS)
+            .max_lifetime(INDEX_CONNECTION_LIFETIME)
             // No ping before each use: on SQLite it is a hop to the connection's thread and
             // back for every query (a research run makes about forty here); a connection to a
             // local file does not go stale between uses.
@@ -171,7 +175,7 @@ impl Corpus {
         let corpus = Corpus {
             root,
             index_path,
-            pool,
+            db: fathom_pool::Kept::new(pool, INDEX_CONNECTIONS, INDEX_CONNECTION_LIFETIME),
             parser: ContentParser::default(),
             aggregates: std::sync::RwLock::new(None),
             passage_counts: Default::default(),
@@ -200,9 +204,9 @@ impl Corpus {
     pub async fn release_memory(&self) {
         // Each idle connection once: all are held at once, so none is taken twice; those in
         // use are left alone.
-        let held: Vec<_> = (0..self.pool.num_idle())
-            .map_while(|_| self.pool.try_acquire())
-            .collect();
+        let pool = self.db.pool();
+        let mut held = self.db.take_idle();
+        held.extend((0..pool.num_idle()).map_while(|_| pool.try_acquire()));
         for mut conn in held {
             let _ = sqlx::query("PRAGMA shrink_memory")
                 .execute(&mut *conn)
@@ -214,7 +218,7 @@ impl Corpus {
         let e = |e| index_err(&self.index_path, e);
         let version: Option<String> =
             sqlx::query_scalar("SELECT value FROM meta WHERE key = 'version'")
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.db)
                 .await
                 .ok()
                 .flatten();
@@ -231,11 +235,11 @@ impl Corpus {
                 "CREATE VIRTUAL TABLE passages USING fts5(path UNINDEXED, title, heading, \
                  body, hash UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2')",
             ] {
-                sqlx::query(stmt).execute(&self.pool).await.map_err(e)?;
+                sqlx::query(stmt).execute(&self.db).await.map_err(e)?;
             }
             sqlx::query("INSERT INTO meta (key, value) VALUES ('version', ?)")
                 .bind(INDEX_VERSION)
-                .execute(&self.pool)
+                .execute(&self.db)
                 .await
                 .map_err(e)?;
         }
@@ -257,7 +261,7 @@ impl Corpus {
         // file (a hostile PDF that takes its full time limit, say) is not parsed again.
         let known: BTreeMap<String, (i64, i64, Option<String>)> =
             sqlx::query("SELECT path, size, mtime_ns, error FROM files")
-                .fetch_all(&self.pool)
+                .fetch_all(&self.db)
                 .await
                 .map_err(ie)?
                 .into_iter()
@@ -283,7 +287,7 @@ impl Corpus {
             .collect();
 
         let parsed = self.parse_all(stale, progress).await;
-        let mut tx = self.pool.begin().await.map_err(ie)?;
+        let mut tx = self.db.pool().begin().await.map_err(ie)?;
         for rel in &gone {
             delete_file(&mut tx, rel).await.map_err(ie)?;
             report.removed += 1;
@@ -323,7 +327,7 @@ impl Corpus {
         report.skipped.sort();
         report.indexed =
             sqlx::query_scalar::<_, i64>("SELECT count(*) FROM files WHERE error IS NULL")
-                .fetch_one(&self.pool)
+                .fetch_one(&self.db)
                 .await
                 .map_err(ie)? as usize;
         report.elapsed_ms = started.elapsed().as_millis();
@@ -421,7 +425,7 @@ impl Corpus {
                  WHERE rowid IN (SELECT value FROM json_each(?))",
             )
             .bind(ids)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await
             .map_err(|e| index_err(&self.index_path, e))?;
             batch.sort_by(|a, b| {
@@ -455,7 +459,7 @@ impl Corpus {
         )
         .bind(&expr)
         .bind(ids)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db)
         .await
         .map_err(|e| index_err(&self.index_path, e))?;
         let mut found: HashMap<i64, SqliteRow> = rows.into_iter().map(|r| (r.get(0), r)).collect();
@@ -489,7 +493,7 @@ impl Corpus {
                  FROM passages WHERE passages MATCH ? ORDER BY score LIMIT {take}"
             )))
             .bind(expr)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await
             .map_err(|e| index_err(&self.index_path, e))?;
             // Fewer than asked: every match is here.
@@ -525,7 +529,7 @@ impl Corpus {
             Some(n) => n,
             None => {
                 let n: i64 = sqlx::query_scalar("SELECT count(*) FROM passages_docsize")
-                    .fetch_one(&self.pool)
+                    .fetch_one(&self.db)
                     .await
                     .map_err(e)?;
                 self.counts().total = Some(n);
@@ -542,7 +546,7 @@ impl Corpus {
                     let n: i64 =
                         sqlx::query_scalar("SELECT count(*) FROM passages WHERE passages MATCH ?")
                             .bind(fts_phrase(&t))
-                            .fetch_one(&self.pool)
+                            .fetch_one(&self.db)
                             .await
                             .map_err(e)?;
                     let mut counts = self.counts();
@@ -578,13 +582,13 @@ impl Corpus {
         let e = |e| index_err(&self.index_path, e);
         let stored: Option<String> =
             sqlx::query_scalar("SELECT value FROM meta WHERE key = 'aggregates'")
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.db)
                 .await
                 .map_err(e)?;
         let found = match stored.and_then(|v| serde_json::from_str(&v).ok()) {
             Some(found) => found,
             None => {
-                let mut conn = self.pool.acquire().await.map_err(e)?;
+                let mut conn = self.db.pool().acquire().await.map_err(e)?;
                 find_aggregates(&mut conn).await.map_err(e)?
             }
         };
@@ -608,7 +612,7 @@ impl Corpus {
         )
         .bind(rel)
         .bind(sha256)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db)
         .await
         .map_err(|e| index_err(&self.index_path, e))?;
         Ok(blob.flatten().and_then(|b| serde_json::from_slice(&b).ok()))

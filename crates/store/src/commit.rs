@@ -309,7 +309,7 @@ impl SqlStore {
 /// cancelled halfway leaves nothing behind, on the database or in the pool.
 /// It holds this process's turn to write until it is done.
 struct OpenTransaction {
-    conn: Option<crate::conns::Lent>,
+    conn: Option<fathom_pool::Lent<sqlx::Any>>,
     _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 

@@ -8,7 +8,6 @@
 mod artifacts;
 mod collections;
 mod commit;
-mod conns;
 pub mod dialect;
 mod runs;
 mod sql;
@@ -48,8 +47,8 @@ pub struct StoreStats {
 /// The engine's storage over one database.
 #[derive(Clone)]
 pub struct SqlStore {
-    /// The pool, and connections kept between statements (see [`conns::Db`]).
-    db: conns::Db,
+    /// The pool, and connections kept between statements (see [`fathom_pool`]).
+    db: fathom_pool::Kept<sqlx::Any>,
     dialect: Dialect,
     stats: Arc<StoreStats>,
     /// The connection URL, for the change listener (Postgres).
@@ -274,7 +273,7 @@ impl SqlStore {
             .await
             .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
         Ok(SqlStore {
-            db: conns::Db::new(pool, max_connections, lifetime),
+            db: fathom_pool::Kept::new(pool, max_connections, lifetime),
             dialect,
             stats: Arc::new(StoreStats::default()),
             url: Arc::from(target.url.as_str()),
