@@ -1,7 +1,8 @@
 //! Engine benchmark: a no-op six-step workflow with an external-event wait, run N times at
 //! concurrency 1 and 8 on SQLite and (when DATABASE_URL is set) Postgres. Prints runs/s,
 //! per-step overhead, commits per run, and ratios against the floor measured in the same run:
-//! a bare single-row INSERT committed on the same database, just before and just after each
+//! a bare single-row INSERT committed on the same database (each writer on a connection it
+//! holds, so none of the pool's costs are in it), just before and just after each
 //! of three rounds (the row shows the median round and the spread).
 //!
 //! cargo bench -p fathom-e2e --bench engine [-- RUNS]
@@ -73,10 +74,14 @@ async fn floor(store: &SqlStore, n: usize, concurrency: usize) -> f64 {
     for w in 0..concurrency {
         let pool = pool.clone();
         tasks.push(tokio::spawn(async move {
+            // Each writer holds its connection: the floor pays for the commit and nothing
+            // of the pool's (taking a connection and the ping sqlx sends on handing it back;
+            // the store keeps connections between statements too).
+            let mut conn = pool.acquire().await.expect("floor connection");
             for i in 0..n / concurrency {
                 sqlx::query("INSERT INTO bench_floor (v) VALUES ($1)")
                     .bind((w * n + i) as i64)
-                    .execute(&pool)
+                    .execute(&mut *conn)
                     .await
                     .expect("floor insert");
             }
