@@ -175,7 +175,7 @@ impl Corpus {
         let corpus = Corpus {
             root,
             index_path,
-            db: fathom_pool::Kept::new(pool, INDEX_CONNECTIONS, INDEX_CONNECTION_LIFETIME),
+            db: fathom_pool::Kept::new(pool),
             parser: ContentParser::default(),
             aggregates: std::sync::RwLock::new(None),
             passage_counts: Default::default(),
@@ -204,8 +204,8 @@ impl Corpus {
     pub async fn release_memory(&self) {
         // Each idle connection once: all are held at once, so none is taken twice; those in
         // use are left alone.
-        let pool = self.db.pool();
         let mut held = self.db.take_idle();
+        let pool = self.db.direct();
         held.extend((0..pool.num_idle()).map_while(|_| pool.try_acquire()));
         for mut conn in held {
             let _ = sqlx::query("PRAGMA shrink_memory")
@@ -287,7 +287,7 @@ impl Corpus {
             .collect();
 
         let parsed = self.parse_all(stale, progress).await;
-        let mut tx = self.db.pool().begin().await.map_err(ie)?;
+        let mut tx = self.db.direct().begin().await.map_err(ie)?;
         for rel in &gone {
             delete_file(&mut tx, rel).await.map_err(ie)?;
             report.removed += 1;
@@ -588,7 +588,7 @@ impl Corpus {
         let found = match stored.and_then(|v| serde_json::from_str(&v).ok()) {
             Some(found) => found,
             None => {
-                let mut conn = self.db.pool().acquire().await.map_err(e)?;
+                let mut conn = self.db.direct().acquire().await.map_err(e)?;
                 find_aggregates(&mut conn).await.map_err(e)?
             }
         };

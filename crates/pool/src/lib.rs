@@ -9,7 +9,7 @@
 //!
 //! Statements run on `&Kept<DB>` as on `&Pool<DB>`. The run store and the corpus index use it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
@@ -21,87 +21,158 @@ use sqlx::{Connection, Database, Describe, Either, Execute, Executor, Pool, SqlS
 /// A pool and the connections kept out of it between statements.
 pub struct Kept<DB: Database> {
     pool: Pool<DB>,
-    kept: Arc<Shelf<DB>>,
+    shelf: Arc<Shelf<DB>>,
 }
 
 impl<DB: Database> Clone for Kept<DB> {
     fn clone(&self) -> Self {
         Kept {
             pool: self.pool.clone(),
-            kept: self.kept.clone(),
+            shelf: self.shelf.clone(),
         }
     }
 }
 
 struct Shelf<DB: Database> {
-    idle: Mutex<Vec<(PoolConnection<DB>, Instant)>>,
-    /// Connections kept at most: half the pool, so that the other half stays with the pool
-    /// for whatever takes a connection from it directly (transactions, tests).
+    state: Mutex<ShelfState<DB>>,
+    /// Connections kept at most: half the pool, so that the other half stays with the pool.
     max: usize,
-    /// How long a connection is kept before it goes back to the pool, whose own lifetime
-    /// for connections then applies.
+    /// The pool's own bounds, applied to kept connections too: how long one is used at
+    /// most, and how long one may sit unused.
     lifetime: Duration,
+    idle_timeout: Duration,
+}
+
+struct ShelfState<DB: Database> {
+    idle: Vec<Shelved<DB>>,
+    /// Closing: nothing goes on the shelf any more.
+    closed: bool,
+}
+
+struct Shelved<DB: Database> {
+    conn: PoolConnection<DB>,
+    /// When it was taken from the pool (it was opened then or earlier).
+    taken: Instant,
+    /// When its last statement ended.
+    used: Instant,
+}
+
+impl<DB: Database> Shelf<DB> {
+    fn state(&self) -> MutexGuard<'_, ShelfState<DB>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the connections past the pool's bounds off the shelf, for the caller to drop
+    /// (outside the lock: dropping one hands it back to the pool).
+    fn take_stale(&self, state: &mut ShelfState<DB>) -> Vec<Shelved<DB>> {
+        let (stale, fresh): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut state.idle).into_iter().partition(|s| {
+                s.taken.elapsed() >= self.lifetime || s.used.elapsed() >= self.idle_timeout
+            });
+        state.idle = fresh;
+        stale
+    }
+}
+
+impl<DB: Database> Drop for Shelf<DB> {
+    fn drop(&mut self) {
+        // A pooled connection dropped hands itself back to the pool from a task it spawns,
+        // which needs a runtime: without one (the last handle dropped after it stopped), the
+        // kept connections are closed here instead.
+        if tokio::runtime::Handle::try_current().is_err() {
+            let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+            for s in state.idle.drain(..) {
+                drop(s.conn.detach());
+            }
+        }
+    }
 }
 
 impl<DB: Database> Kept<DB> {
-    /// Keeps up to half of `pool`'s `max_connections`, each for at most `lifetime`.
-    pub fn new(pool: Pool<DB>, max_connections: u32, lifetime: Duration) -> Kept<DB> {
-        Kept {
-            pool,
-            kept: Arc::new(Shelf {
-                idle: Mutex::new(Vec::new()),
-                max: (max_connections / 2).max(1) as usize,
-                lifetime,
+    /// Keeps up to half of `pool`'s connections, within the pool's lifetime and idle timeout
+    /// for its connections. Within a Tokio runtime, a task lets go of those kept unused past
+    /// the idle timeout, as the pool's own reaper would.
+    pub fn new(pool: Pool<DB>) -> Kept<DB> {
+        let options = pool.options();
+        let shelf = Arc::new(Shelf {
+            state: Mutex::new(ShelfState {
+                idle: Vec::new(),
+                closed: false,
             }),
+            max: (options.get_max_connections() / 2).max(1) as usize,
+            lifetime: options.get_max_lifetime().unwrap_or(Duration::MAX),
+            idle_timeout: options.get_idle_timeout().unwrap_or(Duration::MAX),
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let period = shelf
+                .idle_timeout
+                .min(shelf.lifetime)
+                .checked_div(2)
+                .unwrap_or(Duration::MAX)
+                .clamp(Duration::from_secs(1), Duration::from_secs(3600));
+            runtime.spawn(reap(Arc::downgrade(&shelf), period));
         }
+        Kept { pool, shelf }
     }
 
-    pub fn pool(&self) -> &Pool<DB> {
+    /// The pool, for taking a connection from it directly (a transaction, a tool): one kept
+    /// connection goes back to it first, so the shelf never leaves it short.
+    pub fn direct(&self) -> &Pool<DB> {
+        let one = self.shelf.state().idle.pop();
+        drop(one);
         &self.pool
-    }
-
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<(PoolConnection<DB>, Instant)>> {
-        self.kept.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A connection for a statement or a body of them: a kept one, else one from the pool.
     /// Hand it back with [`Lent::done`] once its work ran to its end.
     pub async fn lend(&self) -> Result<Lent<DB>, sqlx::Error> {
         let (kept, stale) = {
-            let mut idle = self.idle();
-            let lifetime = self.kept.lifetime;
-            let (stale, young): (Vec<_>, Vec<_>) = std::mem::take(&mut *idle)
-                .into_iter()
-                .partition(|(_, since)| since.elapsed() >= lifetime);
-            *idle = young;
-            (idle.pop(), stale)
+            let mut state = self.shelf.state();
+            let stale = self.shelf.take_stale(&mut state);
+            (state.idle.pop(), stale)
         };
-        // Outside the lock: dropping a connection hands it back to the pool.
         drop(stale);
-        let (conn, since) = match kept {
-            Some(kept) => kept,
+        let (conn, taken) = match kept {
+            Some(s) => (s.conn, s.taken),
             None => (self.pool.acquire().await?, Instant::now()),
         };
         Ok(Lent {
             conn: Some(conn),
-            since,
-            kept: self.kept.clone(),
+            taken,
+            shelf: self.shelf.clone(),
         })
     }
 
-    /// The kept connections, out of the shelf: for work on each idle connection (they go
+    /// The kept connections, off the shelf: for work on each idle connection (each goes
     /// back to the pool when dropped).
     pub fn take_idle(&self) -> Vec<PoolConnection<DB>> {
-        std::mem::take(&mut *self.idle())
+        std::mem::take(&mut self.shelf.state().idle)
             .into_iter()
-            .map(|(conn, _)| conn)
+            .map(|s| s.conn)
             .collect()
     }
 
-    /// Lets go of every kept connection, to the pool: before closing it, which waits for
-    /// every connection out of it.
-    pub fn release_all(&self) {
-        drop(self.take_idle());
+    /// Closes the pool: nothing is kept from now on, the kept connections go back to it,
+    /// and it waits for every connection out of it.
+    pub async fn close(&self) {
+        let kept = {
+            let mut state = self.shelf.state();
+            state.closed = true;
+            std::mem::take(&mut state.idle)
+        };
+        drop(kept);
+        self.pool.close().await;
+    }
+}
+
+/// Lets go of kept connections past the pool's bounds every `period`, until the shelf is
+/// gone.
+async fn reap<DB: Database>(shelf: Weak<Shelf<DB>>, period: Duration) {
+    loop {
+        tokio::time::sleep(period).await;
+        let Some(shelf) = shelf.upgrade() else { return };
+        let stale = shelf.take_stale(&mut shelf.state());
+        drop(stale);
     }
 }
 
@@ -109,8 +180,8 @@ impl<DB: Database> Kept<DB> {
 /// or was cancelled halfway), it goes back to the pool, which checks it.
 pub struct Lent<DB: Database> {
     conn: Option<PoolConnection<DB>>,
-    since: Instant,
-    kept: Arc<Shelf<DB>>,
+    taken: Instant,
+    shelf: Arc<Shelf<DB>>,
 }
 
 impl<DB: Database> Lent<DB> {
@@ -121,8 +192,10 @@ impl<DB: Database> Lent<DB> {
             .expect("a lent connection is held until done")
     }
 
-    /// Its work ran to its end: it is kept for the next statement, unless it was left inside
-    /// a transaction or enough are kept.
+    /// Its work ran to its end (every row of every statement read): it is kept for the next
+    /// statement, unless it is inside a transaction begun through sqlx, the pool is closing,
+    /// or enough are kept. A transaction begun by the SQL itself is not seen here: a body
+    /// that begins one must end it before it is done (the store's write bodies commit last).
     pub fn done(mut self) {
         let Some(conn) = self.conn.take() else {
             return;
@@ -130,11 +203,15 @@ impl<DB: Database> Lent<DB> {
         if conn.is_in_transaction() {
             return;
         }
-        let mut idle = self.kept.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < self.kept.max {
-            idle.push((conn, self.since));
+        let mut state = self.shelf.state();
+        if !state.closed && state.idle.len() < self.shelf.max {
+            state.idle.push(Shelved {
+                conn,
+                taken: self.taken,
+                used: Instant::now(),
+            });
         } else {
-            drop(idle);
+            drop(state);
             drop(conn);
         }
     }
@@ -189,9 +266,21 @@ where
         let kept = self.clone();
         Box::pin(async move {
             let mut conn = kept.lend().await?;
-            let row = conn.get().fetch_optional(query).await?;
+            // Read to the end, not to the first row: what follows it (another statement of
+            // a body, an error of the implicit commit) belongs to this statement, not to the
+            // next one on the connection.
+            let mut first = None;
+            let mut results = conn.get().fetch_many(query);
+            while let Some(result) = results.try_next().await? {
+                if let Either::Right(row) = result
+                    && first.is_none()
+                {
+                    first = Some(row);
+                }
+            }
+            drop(results);
             conn.done();
-            Ok(row)
+            Ok(first)
         })
     }
 
@@ -236,11 +325,11 @@ mod tests {
             .connect(&url)
             .await
             .unwrap();
-        Kept::new(pool, 4, Duration::from_secs(60))
+        Kept::new(pool)
     }
 
     fn on_shelf(kept: &Kept<Sqlite>) -> usize {
-        kept.idle().len()
+        kept.shelf.state().idle.len()
     }
 
     #[tokio::test]
@@ -264,7 +353,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, 20);
-        assert_eq!(db.pool().size(), 1, "one connection opened for them all");
+        assert_eq!(db.pool.size(), 1, "one connection opened for them all");
         assert_eq!(on_shelf(&db), 1);
     }
 
@@ -298,15 +387,31 @@ mod tests {
         let lent: Vec<Lent<Sqlite>> = futures_util::future::try_join_all((0..4).map(|_| db.lend()))
             .await
             .unwrap();
-        assert_eq!(db.pool().size(), 4);
+        assert_eq!(db.pool.size(), 4);
         for l in lent {
             l.done();
         }
         assert_eq!(on_shelf(&db), 2);
-        db.release_all();
-        // Closing waits for every connection out of the pool: none is kept from it.
-        tokio::time::timeout(Duration::from_secs(10), db.pool().close())
+        // Taking the pool for direct use gives one kept connection back to it first.
+        let _ = db.direct().acquire().await.unwrap();
+        assert_eq!(on_shelf(&db), 1);
+        // A statement still running when the pool closes does not keep its connection from
+        // it: closing ends.
+        let late = db.lend().await.unwrap();
+        let closing = tokio::spawn({
+            let db = db.clone();
+            async move { db.close().await }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !db.pool.is_closed() {
+            assert!(Instant::now() < deadline, "the pool starts closing");
+            tokio::task::yield_now().await;
+        }
+        late.done();
+        tokio::time::timeout(Duration::from_secs(10), closing)
             .await
-            .expect("the pool closes");
+            .expect("the pool closes")
+            .unwrap();
+        assert_eq!(on_shelf(&db), 0);
     }
 }

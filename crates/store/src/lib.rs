@@ -273,7 +273,7 @@ impl SqlStore {
             .await
             .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
         Ok(SqlStore {
-            db: fathom_pool::Kept::new(pool, max_connections, lifetime),
+            db: fathom_pool::Kept::new(pool),
             dialect,
             stats: Arc::new(StoreStats::default()),
             url: Arc::from(target.url.as_str()),
@@ -363,21 +363,19 @@ impl SqlStore {
 
     /// The pool, for tests and tools that need raw access.
     pub fn pool(&self) -> &AnyPool {
-        self.db.pool()
+        self.db.direct()
     }
 
     pub async fn close(&self) {
-        // The pool waits for every connection out of it, the kept ones too.
-        self.db.release_all();
-        self.db.pool().close().await;
+        self.db.close().await;
     }
 
     /// Begins a write transaction. On SQLite it takes the write lock at once, so two writers
     /// queue on the busy timeout instead of failing on a lock upgrade.
     async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
         let tx = match self.dialect {
-            Dialect::Postgres => self.db.pool().begin().await,
-            Dialect::Sqlite => self.db.pool().begin_with("BEGIN IMMEDIATE").await,
+            Dialect::Postgres => self.db.direct().begin().await,
+            Dialect::Sqlite => self.db.direct().begin_with("BEGIN IMMEDIATE").await,
         };
         tx.map_err(db_err)
     }

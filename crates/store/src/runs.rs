@@ -1025,6 +1025,15 @@ impl RunStore for SqlStore {
         }
     }
 
+    async fn delivered_with_key(&self, run_id: &str, key: &str) -> StoreResult<Option<i64>> {
+        sqlx::query_scalar("SELECT id FROM mailbox WHERE run_id = $1 AND idempotency_key = $2")
+            .bind(run_id)
+            .bind(key)
+            .fetch_optional(&self.db)
+            .await
+            .map_err(db_err)
+    }
+
     async fn mailbox_peek(&self, run_id: &str, event_type: &str) -> StoreResult<MailboxView> {
         // One statement reads the counter and the oldest message from one snapshot: a
         // message that lands later moves the counter, so a suspend based on this view

@@ -345,20 +345,11 @@ impl Engine {
         let run_id = run.id.as_str();
         if run.status.is_terminal() {
             // A retry of a delivery the run took before it ended (the same key) is answered
-            // as that delivery was: the store finds the key and stores nothing.
-            if idempotency_key.is_some() {
-                let retry = NewMessage {
-                    event_type: event_type.to_string(),
-                    payload,
-                    idempotency_key,
-                    exclusive: false,
-                    at_seq: None,
-                };
-                if let DeliverOutcome::Duplicate { message_id } =
-                    self.store.deliver(run_id, retry).await?
-                {
-                    return Ok(DeliverOutcome::Duplicate { message_id });
-                }
+            // as that delivery was, whatever it holds now (the event is not read).
+            if let Some(key) = &idempotency_key
+                && let Some(message_id) = self.store.delivered_with_key(run_id, key).await?
+            {
+                return Ok(DeliverOutcome::Duplicate { message_id });
             }
             return Err(EngineError::RunTerminal(run.status.as_str()));
         }

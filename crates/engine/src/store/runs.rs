@@ -406,6 +406,9 @@ pub trait RunStore: Send + Sync + 'static {
     ) -> StoreResult<Option<i64>>;
 
     async fn deliver(&self, run_id: &str, message: NewMessage) -> StoreResult<DeliverOutcome>;
+    /// The id of the message delivered to run `run_id` under idempotency key `key`, if one
+    /// was: a retry of it is answered as it was, whatever the run has done since.
+    async fn delivered_with_key(&self, run_id: &str, key: &str) -> StoreResult<Option<i64>>;
     /// [`RunStore::deliver`] to a run waiting for the message's type, taking the run's lease
     /// for `owner` in the same write (eager resume): the process the message reached drives
     /// the run on at once, with no claim of its own. Applies only while the run waits for

@@ -9,7 +9,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use fathom_engine::EngineError;
 use fathom_engine::store::{StoreError, StoredEvent};
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -260,11 +259,16 @@ pub async fn send_event(
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
-        .filter(|k| !k.is_empty());
-    // A run that ended takes nothing more; only a retry of a delivery it took (its key
-    // chosen by the sender) is answered as that one was, by the engine.
-    if run.status.is_terminal() && chosen_key.is_none() {
-        return Err(EngineError::RunTerminal(run.status.as_str()).into());
+        .filter(|k| !k.is_empty())
+        .map(|k| format!("header:{k}"));
+    if run.status.is_terminal() {
+        // A run that ended takes nothing more, and answers before the body is read: a retry
+        // of a delivery it took (the key its sender chose) as that one was, anything else 409.
+        state
+            .engine
+            .send_to(&run, "", Value::Null, chosen_key)
+            .await?;
+        return Ok(Json(json!({"status": "sent"})));
     }
     let (event_type, value) = parse_envelope(req.event)?;
     if let Some(step) = req.step.as_deref().filter(|s| !s.is_empty()) {
@@ -277,7 +281,7 @@ pub async fn send_event(
         }
     }
     let key = match chosen_key {
-        Some(k) => format!("header:{k}"),
+        Some(k) => k,
         // The same event at the same point of the run is a retry, not a second decision.
         _ => {
             let mut h = Sha256::new();
