@@ -627,23 +627,17 @@ impl Corpus {
             url: url.to_string(),
             reason,
         };
-        let path = Path::new(path)
-            .canonicalize()
-            .map_err(|e| fetch_err(e.to_string()))?;
-        if !path.starts_with(&self.root) {
-            return Err(CorpusError::OutsideCorpus(url.to_string()));
-        }
-        let kind = DocKind::from_path(&path.to_string_lossy())
-            .ok_or_else(|| fetch_err("not an HTML, Markdown, text, DOCX or PDF file".into()))?;
-        let meta = tokio::fs::metadata(&path)
+        // The file's checks and its bytes in one trip to the blocking pool (a run reads
+        // several documents): resolving the path, its kind, its size, its bytes.
+        let (root, path) = (self.root.clone(), PathBuf::from(path));
+        let read = tokio::task::spawn_blocking(move || read_file(&root, &path))
             .await
             .map_err(|e| fetch_err(e.to_string()))?;
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(fetch_err(format!("larger than {MAX_FILE_BYTES} bytes")));
-        }
-        let bytes = tokio::fs::read(&path)
-            .await
-            .map_err(|e| fetch_err(e.to_string()))?;
+        let (kind, bytes) = match read {
+            Ok(read) => read,
+            Err(FileRefusal::Outside) => return Err(CorpusError::OutsideCorpus(url.to_string())),
+            Err(FileRefusal::Unreadable(reason)) => return Err(fetch_err(reason)),
+        };
         Ok(Fetched {
             url: url.to_string(),
             kind,
@@ -653,7 +647,35 @@ impl Corpus {
     }
 }
 
-/// The `file://` URL of an absolute path.
+/// Why a corpus file was not read.
+enum FileRefusal {
+    /// It resolves to a path outside the corpus folder.
+    Outside,
+    Unreadable(String),
+}
+
+/// A document of the corpus under `root` by its path: its kind and bytes.
+fn read_file(root: &Path, path: &Path) -> Result<(DocKind, Vec<u8>), FileRefusal> {
+    let unreadable = |e: std::io::Error| FileRefusal::Unreadable(e.to_string());
+    let path = path.canonicalize().map_err(unreadable)?;
+    if !path.starts_with(root) {
+        return Err(FileRefusal::Outside);
+    }
+    let kind = DocKind::from_path(&path.to_string_lossy()).ok_or_else(|| {
+        FileRefusal::Unreadable("not an HTML, Markdown, text, DOCX or PDF file".into())
+    })?;
+    let mut file = std::fs::File::open(&path).map_err(unreadable)?;
+    let len = file.metadata().map_err(unreadable)?.len();
+    if len > MAX_FILE_BYTES {
+        return Err(FileRefusal::Unreadable(format!(
+            "larger than {MAX_FILE_BYTES} bytes"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(unreadable)?;
+    Ok((kind, bytes))
+}
+
 /// The files that are aggregates of others (see [`AGGREGATE_SHARE`]), from the passages'
 /// hashes.
 async fn find_aggregates(conn: &mut SqliteConnection) -> Result<HashSet<String>, sqlx::Error> {
@@ -696,6 +718,7 @@ fn fts_phrase(term: &str) -> String {
     format!("\"{}\"", term.replace('"', ""))
 }
 
+/// The `file://` URL of an absolute path.
 pub fn file_url(path: &Path) -> String {
     format!("file://{}", path.display())
 }

@@ -134,3 +134,38 @@ async fn a_file_read_unchanged_comes_parsed_from_the_index() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn only_documents_inside_the_corpus_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // Beside the corpus folder, not in it.
+    let secret = dir.path().join("secret.md");
+    std::fs::write(&secret, "# Secret\n\nNot yours.\n").unwrap();
+    let root = dir.path().join("docs");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("ownership.md"), CHAPTERS[0].1).unwrap();
+    std::fs::write(root.join("notes.bin"), b"\x00\x01").unwrap();
+    std::os::unix::fs::symlink(&secret, root.join("link.md")).unwrap();
+    let corpus = Corpus::open(&root, &dir.path().join(".index"))
+        .await
+        .unwrap();
+    let root = root.canonicalize().unwrap();
+    let url = |rel: &str| format!("file://{}/{rel}", root.display());
+
+    let read = corpus.fetch(&url("ownership.md")).await.unwrap();
+    assert_eq!(read.bytes, CHAPTERS[0].1.as_bytes());
+    // Out of the folder by `..` or by a link: refused, naming the URL.
+    for escape in [url("../secret.md"), url("link.md")] {
+        let err = corpus.fetch(&escape).await.unwrap_err();
+        assert!(
+            matches!(err, fathom_corpus::CorpusError::OutsideCorpus(ref u) if *u == escape),
+            "{escape}: {err}"
+        );
+    }
+    // Not a document, or not there: refused with the reason.
+    let err = corpus.fetch(&url("notes.bin")).await.unwrap_err();
+    assert!(err.to_string().contains("not an HTML"), "{err}");
+    let err = corpus.fetch(&url("gone.md")).await.unwrap_err();
+    assert!(err.to_string().contains("gone.md"), "{err}");
+    assert!(corpus.fetch("https://example.com/").await.is_err());
+}
