@@ -588,8 +588,10 @@ impl Corpus {
         let found = match stored.and_then(|v| serde_json::from_str(&v).ok()) {
             Some(found) => found,
             None => {
-                let mut conn = self.db.direct().acquire().await.map_err(e)?;
-                find_aggregates(&mut conn).await.map_err(e)?
+                let mut conn = self.db.lend().await.map_err(e)?;
+                let found = find_aggregates(conn.get()).await.map_err(e)?;
+                conn.done();
+                found
             }
         };
         let found = Arc::new(found);

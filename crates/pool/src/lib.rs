@@ -35,10 +35,10 @@ impl<DB: Database> Clone for Kept<DB> {
 
 struct Shelf<DB: Database> {
     state: Mutex<ShelfState<DB>>,
-    /// Connections kept at most: half the pool, so that the other half stays with the pool.
+    /// Connections kept at most: half the pool, so that the other half stays with it.
     max: usize,
     /// The pool's own bounds, applied to kept connections too: how long one is used at
-    /// most, and how long one may sit unused.
+    /// most (from when it was taken), and how long one may sit unused.
     lifetime: Duration,
     idle_timeout: Duration,
 }
@@ -89,26 +89,32 @@ impl<DB: Database> Drop for Shelf<DB> {
 }
 
 impl<DB: Database> Kept<DB> {
-    /// Keeps up to half of `pool`'s connections, within the pool's lifetime and idle timeout
-    /// for its connections. Within a Tokio runtime, a task lets go of those kept unused past
-    /// the idle timeout, as the pool's own reaper would.
+    /// Keeps up to half of `pool`'s connections (none when the pool keeps a minimum of its
+    /// own, whose upkeep needs a runtime when a connection is dropped), each for at most half
+    /// the pool's lifetime from when it was taken (the pool does not say when it opened it,
+    /// so none outlives one and a half lifetimes) and no longer unused than the pool's idle
+    /// timeout. Within a Tokio runtime, a task lets go of those past these bounds, as the
+    /// pool's own reaper would.
     pub fn new(pool: Pool<DB>) -> Kept<DB> {
         let options = pool.options();
+        let max = if options.get_min_connections() > 0 {
+            0
+        } else {
+            (options.get_max_connections() / 2) as usize
+        };
         let shelf = Arc::new(Shelf {
             state: Mutex::new(ShelfState {
                 idle: Vec::new(),
                 closed: false,
             }),
-            max: (options.get_max_connections() / 2).max(1) as usize,
-            lifetime: options.get_max_lifetime().unwrap_or(Duration::MAX),
+            max,
+            lifetime: options
+                .get_max_lifetime()
+                .map_or(Duration::MAX, |lifetime| lifetime / 2),
             idle_timeout: options.get_idle_timeout().unwrap_or(Duration::MAX),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let period = shelf
-                .idle_timeout
-                .min(shelf.lifetime)
-                .checked_div(2)
-                .unwrap_or(Duration::MAX)
+            let period = (shelf.idle_timeout.min(shelf.lifetime) / 2)
                 .clamp(Duration::from_secs(1), Duration::from_secs(3600));
             runtime.spawn(reap(Arc::downgrade(&shelf), period));
         }
@@ -322,6 +328,8 @@ mod tests {
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            // As the store's pool does: one handed back inside a transaction is not reused.
+            .after_release(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
             .connect(&url)
             .await
             .unwrap();
