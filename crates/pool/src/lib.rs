@@ -65,10 +65,16 @@ impl<DB: Database> Shelf<DB> {
     /// Takes the connections past the pool's bounds off the shelf, for the caller to drop
     /// (outside the lock: dropping one hands it back to the pool).
     fn take_stale(&self, state: &mut ShelfState<DB>) -> Vec<Shelved<DB>> {
-        let (stale, fresh): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut state.idle).into_iter().partition(|s| {
-                s.taken.elapsed() >= self.lifetime || s.used.elapsed() >= self.idle_timeout
-            });
+        let is_stale = |s: &Shelved<DB>| {
+            s.taken.elapsed() >= self.lifetime || s.used.elapsed() >= self.idle_timeout
+        };
+        // Looked at before every statement: nothing is allocated when none is stale.
+        if !state.idle.iter().any(is_stale) {
+            return Vec::new();
+        }
+        let (stale, fresh): (Vec<_>, Vec<_>) = std::mem::take(&mut state.idle)
+            .into_iter()
+            .partition(is_stale);
         state.idle = fresh;
         stale
     }
