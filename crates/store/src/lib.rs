@@ -215,16 +215,11 @@ impl SqlStore {
         let options = AnyConnectOptions::from_str(&target.url)
             .map_err(|e| StoreError::Invalid(format!("bad database URL: {e}")))?;
         let dialect = target.dialect;
-        let max_connections = match dialect {
-            Dialect::Postgres => 16,
-            Dialect::Sqlite => 8,
-        };
-        let lifetime = match dialect {
-            Dialect::Postgres => Duration::from_secs(30 * 60),
-            Dialect::Sqlite => SQLITE_CONNECTION_LIFETIME,
-        };
         let pool = AnyPoolOptions::new()
-            .max_connections(max_connections)
+            .max_connections(match dialect {
+                Dialect::Postgres => 16,
+                Dialect::Sqlite => 8,
+            })
             // Short: while the database is away a request is answered 503 within this time
             // rather than hanging; the engine tries again by itself.
             .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -242,7 +237,10 @@ impl SqlStore {
             // SQLite opens a file it may not write (made read-only for a while) read-only,
             // for good: such a connection refuses every write after the file is writable
             // again. Connections are renewed often enough that the pool heals by itself.
-            .max_lifetime(lifetime)
+            .max_lifetime(match dialect {
+                Dialect::Postgres => Some(Duration::from_secs(30 * 60)),
+                Dialect::Sqlite => Some(SQLITE_CONNECTION_LIFETIME),
+            })
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if dialect == Dialect::Sqlite {

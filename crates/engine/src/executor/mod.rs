@@ -333,6 +333,22 @@ impl Engine {
             .await
     }
 
+    /// What a run that ended answers a delivery, before the event is read: a retry of one
+    /// it took before it ended (the same idempotency key) as that one was, anything else
+    /// [`EngineError::RunTerminal`].
+    pub async fn send_to_ended(
+        &self,
+        run: &RunHead,
+        idempotency_key: Option<&str>,
+    ) -> Result<DeliverOutcome, EngineError> {
+        if let Some(key) = idempotency_key
+            && let Some(message_id) = self.store.delivered_with_key(&run.id, key).await?
+        {
+            return Ok(DeliverOutcome::Duplicate { message_id });
+        }
+        Err(EngineError::RunTerminal(run.status.as_str()))
+    }
+
     /// [`Engine::send`] to a run whose head its caller has just read (saves reading it
     /// again; [`RunRecord::head`] gives it from a whole record).
     pub async fn send_to(
@@ -344,14 +360,7 @@ impl Engine {
     ) -> Result<DeliverOutcome, EngineError> {
         let run_id = run.id.as_str();
         if run.status.is_terminal() {
-            // A retry of a delivery the run took before it ended (the same key) is answered
-            // as that delivery was, whatever it holds now (the event is not read).
-            if let Some(key) = &idempotency_key
-                && let Some(message_id) = self.store.delivered_with_key(run_id, key).await?
-            {
-                return Ok(DeliverOutcome::Duplicate { message_id });
-            }
-            return Err(EngineError::RunTerminal(run.status.as_str()));
+            return self.send_to_ended(run, idempotency_key.as_deref()).await;
         }
         let wf = self
             .workflows

@@ -266,7 +266,7 @@ pub async fn send_event(
         // of a delivery it took (the key its sender chose) as that one was, anything else 409.
         state
             .engine
-            .send_to(&run, "", Value::Null, chosen_key)
+            .send_to_ended(&run, chosen_key.as_deref())
             .await?;
         return Ok(Json(json!({"status": "sent"})));
     }
