@@ -47,8 +47,7 @@ pub struct StoreStats {
 /// The engine's storage over one database.
 #[derive(Clone)]
 pub struct SqlStore {
-    /// The pool, and connections kept between statements (see [`fathom_pool`]).
-    db: fathom_pool::Kept<sqlx::Any>,
+    pool: AnyPool,
     dialect: Dialect,
     stats: Arc<StoreStats>,
     /// The connection URL, for the change listener (Postgres).
@@ -271,7 +270,7 @@ impl SqlStore {
             .await
             .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
         Ok(SqlStore {
-            db: fathom_pool::Kept::new(pool),
+            pool,
             dialect,
             stats: Arc::new(StoreStats::default()),
             url: Arc::from(target.url.as_str()),
@@ -361,19 +360,19 @@ impl SqlStore {
 
     /// The pool, for tests and tools that need raw access.
     pub fn pool(&self) -> &AnyPool {
-        self.db.direct()
+        &self.pool
     }
 
     pub async fn close(&self) {
-        self.db.close().await;
+        self.pool.close().await;
     }
 
     /// Begins a write transaction. On SQLite it takes the write lock at once, so two writers
     /// queue on the busy timeout instead of failing on a lock upgrade.
     async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
         let tx = match self.dialect {
-            Dialect::Postgres => self.db.direct().begin().await,
-            Dialect::Sqlite => self.db.direct().begin_with("BEGIN IMMEDIATE").await,
+            Dialect::Postgres => self.pool.begin().await,
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
         };
         tx.map_err(db_err)
     }
