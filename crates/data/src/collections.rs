@@ -440,10 +440,15 @@ pub trait CollectionStore: Send + Sync + 'static {
     /// Deletes the items matching `filter` and inserts `data` as new items, in one
     /// transaction: an idempotent snapshot write. One record replacing the one item that
     /// matches updates that item in place (it keeps its id and creation time).
+    ///
+    /// With `keep`, an item matching `filter` that also matches `keep` is final: while one
+    /// exists nothing is written and no item is returned. The check is part of the write, so
+    /// a write that was already under way cannot undo a final record that lands first.
     async fn replace_where(
         &self,
         scope: &CollectionScope,
         filter: &Filter,
+        keep: Option<&Filter>,
         data: Vec<Value>,
     ) -> DataResult<Vec<Item>>;
 }

@@ -3,11 +3,14 @@
 
 use std::sync::Arc;
 
-use fathom_data::{CollectionScope, CollectionStore, DataError, Filter, OrderBy, SearchQuery};
-use serde_json::Value;
+use fathom_data::{
+    CollectionScope, CollectionStore, Condition, DataError, Field, Filter, Op, OrderBy, SearchQuery,
+};
+use serde_json::{Value, json};
 
 use crate::service::ResearchError;
 use crate::settings::ResearchConfig;
+use crate::state::SessionStatus;
 
 /// Saved research sessions, as written by the workflow to the research collection.
 pub struct Sessions {
@@ -30,12 +33,26 @@ impl Sessions {
         Sessions { store, scope }
     }
 
-    /// Replaces the record of research `id` (or adds it), in one write.
+    /// Replaces the record of research `id` (or adds it), in one write. A record saying its
+    /// run stopped (cancelled or failed) is final: a save of a live one meets it and writes
+    /// nothing. A step's save already on its way when the run was cancelled can land after
+    /// the stop was recorded; it must not make the session look running again.
     pub async fn put(&self, id: &str, record: Value) -> Result<(), DataError> {
+        let stopped = json!([SessionStatus::Cancelled, SessionStatus::Failed]);
+        let stopped_items = Filter(vec![Condition {
+            field: Field::Data(vec!["status".into()]),
+            op: Op::Includes,
+            value: stopped.clone(),
+        }]);
+        let live = !stopped
+            .as_array()
+            .is_some_and(|s| s.contains(&record["status"]));
+        let keep = live.then_some(&stopped_items);
         self.store
             .replace_where(
                 &self.scope,
                 &Filter::data_eq("research_id", id),
+                keep,
                 vec![record],
             )
             .await?;

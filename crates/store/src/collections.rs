@@ -143,14 +143,33 @@ fn where_clause(d: Dialect, p: &mut Params, scope: &CollectionScope, filter: &Fi
         p.text(scope.deployment_name.clone()),
         p.text(scope.collection.clone())
     )];
-    for c in &filter.0 {
-        let stored = Condition {
-            value: to_stored(d, c.value.clone()),
-            ..c.clone()
-        };
-        parts.push(condition(d, p, &stored));
-    }
+    parts.extend(conditions(d, p, filter));
     parts.join(" AND ")
+}
+
+/// `filter`'s conditions in SQL, one per condition, on the stored form of their values.
+fn conditions(d: Dialect, p: &mut Params, filter: &Filter) -> Vec<String> {
+    filter
+        .0
+        .iter()
+        .map(|c| {
+            let stored = Condition {
+                value: to_stored(d, c.value.clone()),
+                ..c.clone()
+            };
+            condition(d, p, &stored)
+        })
+        .collect()
+}
+
+/// Whether a row matches all of `filter`'s conditions, as one boolean: false, never null,
+/// where a field is missing, so `NOT` of it holds there.
+fn held_clause(d: Dialect, p: &mut Params, filter: &Filter) -> String {
+    let parts = conditions(d, p, filter);
+    if parts.is_empty() {
+        return "1 = 1".into();
+    }
+    format!("COALESCE(({}), FALSE)", parts.join(" AND "))
 }
 
 fn condition(d: Dialect, p: &mut Params, c: &Condition) -> String {
@@ -544,14 +563,25 @@ impl CollectionStore for SqlStore {
         &self,
         scope: &CollectionScope,
         filter: &Filter,
+        keep: Option<&Filter>,
         data: Vec<Value>,
     ) -> DataResult<Vec<Item>> {
+        let d = self.dialect;
+        // The items it may replace: those matching `filter` that `keep` does not hold. As a
+        // condition on each row, Postgres checks it again on a row another write changed
+        // while this one waited for its lock.
+        let open = |p: &mut Params| {
+            let wh = where_clause(d, p, scope, filter);
+            match keep {
+                Some(k) => format!("{wh} AND NOT {}", held_clause(d, p, k)),
+                None => wh,
+            }
+        };
         // The common case, one record saved again (a session after each step): its item is
         // updated in place, in one statement, keeping its id.
         if let [record] = data.as_slice() {
-            let d = self.dialect;
             let mut p = Params::default();
-            let wh = where_clause(d, &mut p, scope, filter);
+            let wh = open(&mut p);
             let text = serde_json::to_string(&to_stored(d, record.clone()))
                 .map_err(|e| DataError::Invalid(e.to_string()))?;
             let (text, now) = (p.text(text), p.int(now_ms()));
@@ -567,15 +597,35 @@ impl CollectionStore for SqlStore {
             if let [row] = rows.as_slice() {
                 return Ok(vec![item_from_row(d, row)?]);
             }
-            // None matched (a first save), or several did: replaced whole below.
+            // None matched (a first save, or a final item), or several did: below.
         }
         let mut tx = self.begin_write().await.map_err(to_data)?;
         let mut p = Params::default();
-        let wh = where_clause(self.dialect, &mut p, scope, filter);
+        let wh = open(&mut p);
         p.query(format!("DELETE FROM collection_items WHERE {wh}"))
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
+        if let Some(k) = keep {
+            // Asked after the delete, which waited for any write to the rows it met: a final
+            // item committed meanwhile is seen here.
+            let mut p = Params::default();
+            let sql = format!(
+                "SELECT COUNT(*) FROM collection_items WHERE {} AND {}",
+                where_clause(d, &mut p, scope, filter),
+                held_clause(d, &mut p, k)
+            );
+            let held: i64 = p
+                .query(sql)
+                .fetch_one(&mut *tx)
+                .await
+                .and_then(|row| row.try_get(0))
+                .map_err(db_err)?;
+            if held > 0 {
+                tx.rollback().await.map_err(db_err)?;
+                return Ok(Vec::new());
+            }
+        }
         let items = insert_items(self, &mut tx, scope, None, data).await?;
         self.commit(tx).await.map_err(to_data)?;
         Ok(items)

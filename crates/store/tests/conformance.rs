@@ -41,6 +41,7 @@ both!(
     collections_crud_search_and_pages,
     collections_aggregate,
     replace_where_is_idempotent,
+    a_final_item_is_not_replaced,
     artifacts_are_content_addressed,
 );
 
@@ -1140,6 +1141,7 @@ async fn replace_where_is_idempotent(s: SqlStore) {
             .replace_where(
                 &scope(),
                 &f,
+                None,
                 vec![json!({"research_id": "abc", "round": round})],
             )
             .await
@@ -1155,6 +1157,7 @@ async fn replace_where_is_idempotent(s: SqlStore) {
     s.replace_where(
         &scope(),
         &Filter::data_eq("research_id", "other"),
+        None,
         vec![json!({"research_id": "other"})],
     )
     .await
@@ -1177,6 +1180,101 @@ async fn replace_where_is_idempotent(s: SqlStore) {
     );
     assert_eq!(page.items[0].data["round"], 2);
     assert_eq!(page.items[0].id, ids[0]);
+}
+
+/// A session saved as cancelled stays so: a live save meets it and writes nothing, whether
+/// it comes after the final save or was waiting on it while that save was not yet committed.
+async fn a_final_item_is_not_replaced(s: SqlStore) {
+    let f = Filter::data_eq("research_id", "r1");
+    let keep = Filter(vec![Condition {
+        field: Field::Data(vec!["status".into()]),
+        op: Op::Includes,
+        value: json!(["cancelled", "failed"]),
+    }]);
+    let save = |status: &'static str, keep: Option<Filter>| {
+        let (s, f) = (s.clone(), f.clone());
+        async move {
+            s.replace_where(
+                &scope(),
+                &f,
+                keep.as_ref(),
+                vec![json!({"research_id": "r1", "status": status})],
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let stored = || async {
+        let page = s
+            .search(&SearchQuery {
+                scope: scope(),
+                filter: f.clone(),
+                order_by: vec![],
+                offset: 0,
+                page_size: 10,
+                include_total: true,
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.total, Some(1), "one session item");
+        page.items[0].clone()
+    };
+
+    // A first save, and one after it, are written though `keep` is given.
+    let first = save("planning", Some(keep.clone())).await;
+    assert_eq!(first.len(), 1, "a first save is written");
+    assert_eq!(save("running", Some(keep.clone())).await.len(), 1);
+    assert_eq!(stored().await.data["status"], "running");
+    // The stop is saved; a live save after it is refused and changes nothing.
+    assert_eq!(save("cancelled", None).await.len(), 1);
+    assert!(save("running", Some(keep.clone())).await.is_empty());
+    let item = stored().await;
+    assert_eq!(item.data["status"], "cancelled");
+    assert_eq!(item.id, first[0].id, "the item kept its id");
+
+    // The stop is written by a transaction not yet committed while a live save waits on it.
+    save("running", None).await;
+    let mut tx = s.pool().begin().await.unwrap();
+    let sql = match s.dialect() {
+        Dialect::Postgres => {
+            "UPDATE collection_items SET data = jsonb_set(data, '{status}', '\"cancelled\"') \
+             WHERE id = $1"
+        }
+        Dialect::Sqlite => {
+            "UPDATE collection_items SET data = json_set(data, '$.status', 'cancelled') \
+             WHERE id = ?"
+        }
+    };
+    sqlx::query(sql)
+        .bind(first[0].id.clone())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let late = tokio::spawn(save("running", Some(keep.clone())));
+    if s.dialect() == Dialect::Postgres {
+        // Wait until the live save is blocked on the row the transaction holds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity \
+                 WHERE wait_event_type = 'Lock' AND query LIKE '%collection_items%'",
+            )
+            .fetch_one(s.pool())
+            .await
+            .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the live save never waited on the row"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+    tx.commit().await.unwrap();
+    assert!(late.await.unwrap().is_empty(), "the late live save wrote");
+    assert_eq!(stored().await.data["status"], "cancelled");
 }
 
 async fn artifacts_are_content_addressed(s: SqlStore) {
