@@ -570,6 +570,60 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
     }
 }
 
+/// On Postgres, a reader whose change feed lost its connection still reads a run another
+/// process drives to its end: the feed says it was cut, and once connected again every
+/// reader looks for what it may have missed (the notices sent meanwhile are gone). The
+/// reader's own poll interval is far longer than the test's deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_reads_on_after_its_change_feed_was_cut() {
+    let db = fresh(Dialect::Postgres).await;
+    let reader = engine_with(
+        &db,
+        config("reader", Duration::from_secs(600)),
+        [gated_long_answer()],
+    );
+    let relay = db
+        .store
+        .relay_changes(reader.clone())
+        .expect("a change feed");
+    wait_until("the change feed never connected", || reader.relay_live()).await;
+    let driver = engine(&db, "driver", gated_long_answer());
+    let (stop, worker) = run_worker(&driver);
+    let run = reader
+        .start("gated", json!({"question": "q"}), StartOptions::default())
+        .await
+        .unwrap();
+    let mut follower = reader.follow(&run.id, -1);
+    parked_with_the_reader_in_step(&db, &run.id, &mut follower).await;
+    // The feed's connection is cut, and the run moves on at once, while it is down.
+    let cut: i64 = sqlx::query_scalar(
+        "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    )
+    .fetch_one(db.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(cut, 1, "one change feed connection");
+    reader
+        .send(
+            &run.id,
+            "ApproveEvent",
+            json!({"approved": true, "feedback": "after the cut"}),
+            None,
+        )
+        .await
+        .unwrap();
+    let (seqs, last) = read_to_the_end(&mut follower).await;
+    assert_eq!(seqs, (0..seqs.len() as i64).collect::<Vec<_>>(), "gap-free");
+    assert_eq!(
+        last.expect("the stream ends").value["text"],
+        json!("after the cut")
+    );
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    relay.abort();
+}
+
 /// Waits until run `run_id` parks, then checks that `follower` is in step with it: it read
 /// what there was and hands out nothing more for a while.
 async fn parked_with_the_reader_in_step(

@@ -155,13 +155,16 @@ impl Signals {
             let s = run.borrow();
             (s.count, s.stream)
         };
+        let all = self.all.subscribe();
+        let seen_all = *all.borrow();
         RunWatch {
             signals: self.clone(),
             run_id: run_id.to_string(),
             run,
             seen,
             seen_stream,
-            all: self.all.subscribe(),
+            seen_all,
+            all,
         }
     }
 }
@@ -175,6 +178,10 @@ pub struct RunWatch {
     /// The run's signal counts (all changes, stream changes) when last looked at.
     seen: u64,
     seen_stream: u64,
+    /// The everyone signal's count when last looked at. Counted, not asked of the channel:
+    /// [`RunWatch::changed`] returning for it marks it seen there, and the look after must
+    /// still know that everyone was asked to look.
+    seen_all: u64,
     all: watch::Receiver<u64>,
 }
 
@@ -189,8 +196,9 @@ impl RunWatch {
     /// record alone, by a driver here; exactly one commit in this process, with its news; or
     /// anything else (more, news from elsewhere, everyone woken), which the store tells.
     pub(crate) fn look(&mut self) -> Look {
-        let everyone = self.all.has_changed().unwrap_or(false);
-        self.all.borrow_and_update();
+        let all = *self.all.borrow_and_update();
+        let everyone = all != self.seen_all;
+        self.seen_all = all;
         let Signal {
             count,
             stream,
@@ -274,6 +282,10 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), b.changed())
             .await
             .expect("everyone is woken by raise_all");
+        assert!(
+            matches!(b.look(), Look::Changed),
+            "woken by raise_all, the watcher is told to look at the store"
+        );
         let a2 = signals.watch("a");
         drop(a);
         assert_eq!(signals.watched_count(), 2, "a is still watched by a2");

@@ -84,14 +84,24 @@ async fn listen(
         Ok(l) => l,
         Err(e) => return e,
     };
+    // A lost connection is ours to notice: connected again behind our back, the feed would
+    // look live while the notices sent meanwhile were gone, and a reader waiting for one of
+    // them would wait for the next change of its run.
+    listener.eager_reconnect(false);
     if let Err(e) = listener.listen_all([CHANGES_CHANNEL, WORK_CHANNEL]).await {
         return e;
     }
     *listening = true;
     engine.set_relay_live(true);
     loop {
-        match listener.recv().await {
-            Ok(n) if n.channel() == WORK_CHANNEL => {
+        match listener.try_recv().await {
+            Ok(None) => {
+                return sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "the change feed's connection was lost",
+                ));
+            }
+            Ok(Some(n)) if n.channel() == WORK_CHANNEL => {
                 match n.payload().split_once(NOTICE_SEPARATOR) {
                     Some((from, _)) if from == origin => {}
                     Some((_, workflow)) => engine.nudge_for(workflow),
@@ -100,7 +110,7 @@ async fn listen(
                     None => {}
                 }
             }
-            Ok(n) => match n.payload().split_once(NOTICE_SEPARATOR) {
+            Ok(Some(n)) => match n.payload().split_once(NOTICE_SEPARATOR) {
                 Some((from, run_id)) => {
                     let (from, head) = match from.split_once(HEAD_SEPARATOR) {
                         Some((from, head)) => (from, head.parse().ok()),
