@@ -72,10 +72,13 @@ async fn floor(store: &SqlStore, n: usize, concurrency: usize) -> f64 {
     let t = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..concurrency {
-        let pool = pool.clone();
+        // Taken for direct use once per writer: the store gives a kept connection back to
+        // the pool each time, so every writer finds one.
+        let pool = store.pool().clone();
         tasks.push(tokio::spawn(async move {
             // Each writer holds its connection: the floor pays for the commit and nothing
-            // of the pool's (taking a connection and the ping sqlx sends on handing it back).
+            // of the pool's (taking a connection and the ping sqlx sends on handing it back;
+            // the store keeps connections between statements too).
             let mut conn = pool.acquire().await.expect("floor connection");
             for i in 0..n / concurrency {
                 sqlx::query("INSERT INTO bench_floor (v) VALUES ($1)")

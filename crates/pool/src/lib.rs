@@ -9,6 +9,7 @@
 //!
 //! Statements run on `&Kept<DB>` as on `&Pool<DB>`. The run store and the corpus index use it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,26 @@ struct Shelf<DB: Database> {
     /// most (from when it was taken), and how long one may sit unused.
     lifetime: Duration,
     idle_timeout: Duration,
+    /// Callers waiting for a connection from the pool. While any wait, a connection whose
+    /// statement ended goes back to the pool for them rather than onto the shelf, where
+    /// none of them would look: kept from them, they would time out with connections idle.
+    waiting: AtomicUsize,
+}
+
+/// A caller counted in [`Shelf::waiting`] while it lives (a cancelled wait included).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn enter(count: &'a AtomicUsize) -> Waiting<'a> {
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 struct ShelfState<DB: Database> {
@@ -118,6 +139,7 @@ impl<DB: Database> Kept<DB> {
                 .get_max_lifetime()
                 .map_or(Duration::MAX, |lifetime| lifetime / 2),
             idle_timeout: options.get_idle_timeout().unwrap_or(Duration::MAX),
+            waiting: AtomicUsize::new(0),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let period = (shelf.idle_timeout.min(shelf.lifetime) / 2)
@@ -138,15 +160,26 @@ impl<DB: Database> Kept<DB> {
     /// A connection for a statement or a body of them: a kept one, else one from the pool.
     /// Hand it back with [`Lent::done`] once its work ran to its end.
     pub async fn lend(&self) -> Result<Lent<DB>, sqlx::Error> {
-        let (kept, stale) = {
-            let mut state = self.shelf.state();
-            let stale = self.shelf.take_stale(&mut state);
-            (state.idle.pop(), stale)
+        let take_kept = || {
+            let (kept, stale) = {
+                let mut state = self.shelf.state();
+                let stale = self.shelf.take_stale(&mut state);
+                (state.idle.pop(), stale)
+            };
+            drop(stale);
+            kept
         };
-        drop(stale);
-        let (conn, taken) = match kept {
+        let (conn, taken) = match take_kept() {
             Some(s) => (s.conn, s.taken),
-            None => (self.pool.acquire().await?, Instant::now()),
+            None => {
+                let _waiting = Waiting::enter(&self.shelf.waiting);
+                // Counted first, then looked again: one kept between the first look and
+                // the count would otherwise sit on the shelf while this caller waits.
+                match take_kept() {
+                    Some(s) => (s.conn, s.taken),
+                    None => (self.pool.acquire().await?, Instant::now()),
+                }
+            }
         };
         Ok(Lent {
             conn: Some(conn),
@@ -206,7 +239,7 @@ impl<DB: Database> Lent<DB> {
 
     /// Its work ran to its end (every row of every statement read): it is kept for the next
     /// statement, unless it is inside a transaction begun through sqlx, the pool is closing,
-    /// or enough are kept. A transaction begun by the SQL itself is not seen here: a body
+    /// enough are kept, or a caller waits for one from the pool (then it goes there). A transaction begun by the SQL itself is not seen here: a body
     /// that begins one must end it before it is done (the store's write bodies commit last).
     pub fn done(mut self) {
         let Some(conn) = self.conn.take() else {
@@ -216,7 +249,10 @@ impl<DB: Database> Lent<DB> {
             return;
         }
         let mut state = self.shelf.state();
-        if !state.closed && state.idle.len() < self.shelf.max {
+        if !state.closed
+            && state.idle.len() < self.shelf.max
+            && self.shelf.waiting.load(Ordering::SeqCst) == 0
+        {
             state.idle.push(Shelved {
                 conn,
                 taken: self.taken,
@@ -392,6 +428,41 @@ mod tests {
         assert_eq!(on_shelf(&db), 0);
         sqlx::query("SELECT 1").execute(&db).await.unwrap();
         assert_eq!(on_shelf(&db), 1);
+    }
+
+    /// A caller that found no kept connection and waits on a full pool gets the next one
+    /// whose statement ends: it is not kept on the shelf where the caller does not look.
+    #[tokio::test]
+    async fn a_caller_waiting_on_the_pool_gets_the_next_connection_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = kept(&dir).await;
+        let lent: Vec<Lent<Sqlite>> = futures_util::future::try_join_all((0..4).map(|_| db.lend()))
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let db = db.clone();
+            async move { db.lend().await.map(|l| l.done()) }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while db.shelf.waiting.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "the caller waits on the pool");
+            tokio::task::yield_now().await;
+        }
+        let mut lent = lent.into_iter();
+        lent.next().unwrap().done();
+        assert_eq!(
+            on_shelf(&db),
+            0,
+            "handed to the pool for the caller, not kept"
+        );
+        tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the waiting caller gets it")
+            .unwrap()
+            .expect("within the pool's timeout");
+        // Nobody waits now: the next one done is kept again.
+        lent.next().unwrap().done();
+        assert_eq!(on_shelf(&db), 2);
     }
 
     #[tokio::test]

@@ -52,7 +52,7 @@ impl ArtifactStore for SqlStore {
         .bind(bytes.len() as i64)
         .bind(bytes)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .map_err(db_err)?;
         if done.rows_affected() > 0 {
@@ -61,7 +61,7 @@ impl ArtifactStore for SqlStore {
         let row =
             sqlx::query("SELECT content_type, size, created_at FROM artifacts WHERE file_id = $1")
                 .bind(&file_id)
-                .fetch_one(&self.pool)
+                .fetch_one(&self.db)
                 .await
                 .map_err(db_err)?;
         let meta = ArtifactMeta {
@@ -79,7 +79,7 @@ impl ArtifactStore for SqlStore {
             "SELECT content_type, size, created_at, bytes FROM artifacts WHERE file_id = $1",
         )
         .bind(file_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db)
         .await
         .map_err(db_err)?;
         let Some(row) = row else { return Ok(None) };

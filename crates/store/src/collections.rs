@@ -367,7 +367,7 @@ impl CollectionStore for SqlStore {
         );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.db)
             .await
             .map_err(db_err)?;
         row.as_ref()
@@ -387,7 +387,7 @@ impl CollectionStore for SqlStore {
             .bind(text)
             .bind(now_ms())
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.db)
             .await
             .map_err(db_err)?;
         self.count_commit();
@@ -399,7 +399,7 @@ impl CollectionStore for SqlStore {
     async fn delete_item(&self, id: &str) -> DataResult<bool> {
         let done = sqlx::query("DELETE FROM collection_items WHERE id = $1")
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await
             .map_err(db_err)?;
         self.count_commit();
@@ -419,7 +419,7 @@ impl CollectionStore for SqlStore {
             "SELECT {} FROM collection_items WHERE {wh} ORDER BY {order} LIMIT {limit} OFFSET {off}",
             item_cols(d)
         );
-        let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
+        let rows = p.query(sql).fetch_all(&self.db).await.map_err(db_err)?;
         let mut items = rows
             .iter()
             .map(|r| item_from_row(self.dialect, r))
@@ -435,7 +435,7 @@ impl CollectionStore for SqlStore {
             let wh = where_clause(d, &mut p, &q.scope, &q.filter);
             let row = p
                 .query(format!("SELECT COUNT(*) FROM collection_items WHERE {wh}"))
-                .fetch_one(&self.pool)
+                .fetch_one(&self.db)
                 .await
                 .map_err(db_err)?;
             Some(row.try_get::<i64, _>(0).map_err(db_err)?)
@@ -490,7 +490,7 @@ impl CollectionStore for SqlStore {
              ORDER BY {group_order} LIMIT {limit} OFFSET {off}",
             select.join(", ")
         );
-        let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
+        let rows = p.query(sql).fetch_all(&self.db).await.map_err(db_err)?;
         let mut groups = Vec::with_capacity(rows.len());
         for row in &rows {
             let mut group_key = Map::new();
@@ -537,7 +537,7 @@ impl CollectionStore for SqlStore {
                 "SELECT COUNT(*) FROM (SELECT 1 AS one FROM collection_items WHERE {wh} GROUP BY {}) g",
                 keys.join(", ")
             );
-            let row = p.query(sql).fetch_one(&self.pool).await.map_err(db_err)?;
+            let row = p.query(sql).fetch_one(&self.db).await.map_err(db_err)?;
             row.try_get::<i64, _>(0).map_err(db_err)?
         };
         Ok(AggregatePage {
@@ -552,7 +552,7 @@ impl CollectionStore for SqlStore {
         let wh = where_clause(self.dialect, &mut p, scope, filter);
         let done = p
             .query(format!("DELETE FROM collection_items WHERE {wh}"))
-            .execute(&self.pool)
+            .execute(&self.db)
             .await
             .map_err(db_err)?;
         self.count_commit();
@@ -590,7 +590,7 @@ impl CollectionStore for SqlStore {
                 d.json_in(&text),
                 item_cols(d)
             );
-            let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
+            let rows = p.query(sql).fetch_all(&self.db).await.map_err(db_err)?;
             if !rows.is_empty() {
                 self.count_commit();
             }

@@ -237,7 +237,7 @@ impl<'a> Write<'a> {
                 sql.push_str(&select.join(" UNION ALL "));
                 self.p
                     .query(sql)
-                    .fetch_all(store.pool())
+                    .fetch_all(&store.db)
                     .await
                     .map_err(|e| conflict_or_failure(e, self.lease))?
             }
@@ -297,19 +297,19 @@ impl SqlStore {
         write: sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments>,
     ) -> StoreResult<Vec<sqlx::any::AnyRow>> {
         match self.dialect() {
-            Dialect::Postgres => write.fetch_all(self.pool()).await.map_err(db_err),
+            Dialect::Postgres => write.fetch_all(&self.db).await.map_err(db_err),
             Dialect::Sqlite => self.run_body(write, db_err).await,
         }
     }
 }
 
 /// A SQLite connection whose transaction (begun inside a multi-statement body) may still be
-/// open: unless taken out once the body has committed, it is closed rather than handed back
+/// open: unless handed back once the body has committed, it is closed rather than returned
 /// to the pool, and closing it rolls the transaction back. So a write that fails or is
 /// cancelled halfway leaves nothing behind, on the database or in the pool.
 /// It holds this process's turn to write until it is done.
 struct OpenTransaction {
-    conn: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
+    conn: Option<fathom_pool::Lent<sqlx::Any>>,
     _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
@@ -317,7 +317,7 @@ impl OpenTransaction {
     async fn acquire(store: &SqlStore) -> StoreResult<Self> {
         let turn = store.write_turn().await;
         Ok(OpenTransaction {
-            conn: Some(store.pool().acquire().await.map_err(db_err)?),
+            conn: Some(store.db.lend().await.map_err(db_err)?),
             _turn: turn,
         })
     }
@@ -325,21 +325,23 @@ impl OpenTransaction {
     /// The connection, to run the body on.
     fn get(&mut self) -> StoreResult<&mut sqlx::AnyConnection> {
         match self.conn.as_mut() {
-            Some(c) => Ok(&mut **c),
+            Some(c) => Ok(c.get()),
             None => Err(StoreError::Backend("connection vanished".into())),
         }
     }
 
-    /// The body ran to its COMMIT: the connection goes back to the pool.
+    /// The body ran to its COMMIT: the connection is kept for the next statement.
     fn committed(mut self) {
-        self.conn.take();
+        if let Some(conn) = self.conn.take() {
+            conn.done();
+        }
     }
 }
 
 impl Drop for OpenTransaction {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.as_mut() {
-            conn.close_on_drop();
+        if let Some(conn) = self.conn.take() {
+            conn.into_inner().close_on_drop();
         }
     }
 }
@@ -602,7 +604,7 @@ impl SqlStore {
             )),
             Ok(None) => Err(StoreError::LeaseLost(lease.run_id.clone())),
             Err(StoreError::Conflict(_)) => {
-                let kept = crate::runs::journal_result(self.pool(), &lease.run_id, scope, key)
+                let kept = crate::runs::journal_result(&self.db, &lease.run_id, scope, key)
                     .await?
                     .ok_or_else(|| StoreError::Backend(format!("journal entry {key} vanished")))?;
                 Ok((kept, None))

@@ -47,7 +47,8 @@ pub struct StoreStats {
 /// The engine's storage over one database.
 #[derive(Clone)]
 pub struct SqlStore {
-    pool: AnyPool,
+    /// The pool, and connections kept between statements (see [`fathom_pool`]).
+    db: fathom_pool::Kept<sqlx::Any>,
     dialect: Dialect,
     stats: Arc<StoreStats>,
     /// The connection URL, for the change listener (Postgres).
@@ -280,7 +281,7 @@ impl SqlStore {
             .await
             .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
         Ok(SqlStore {
-            pool,
+            db: fathom_pool::Kept::new(pool),
             dialect,
             stats: Arc::new(StoreStats::default()),
             url: Arc::from(target.url.as_str()),
@@ -370,19 +371,19 @@ impl SqlStore {
 
     /// The pool, for tests and tools that need raw access.
     pub fn pool(&self) -> &AnyPool {
-        &self.pool
+        self.db.direct()
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.db.close().await;
     }
 
     /// Begins a write transaction. On SQLite it takes the write lock at once, so two writers
     /// queue on the busy timeout instead of failing on a lock upgrade.
     async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
         let tx = match self.dialect {
-            Dialect::Postgres => self.pool.begin().await,
-            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Dialect::Postgres => self.db.direct().begin().await,
+            Dialect::Sqlite => self.db.direct().begin_with("BEGIN IMMEDIATE").await,
         };
         tx.map_err(db_err)
     }

@@ -140,7 +140,7 @@ impl SqlStore {
             "SELECT {cols} FROM runs WHERE id = $1"
         )))
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db)
         .await
         .map_err(db_err)
     }
@@ -569,7 +569,7 @@ impl RunStore for SqlStore {
             "SELECT workflow, status, COUNT(*) AS n FROM runs \
              WHERE status IN ('running', 'waiting') GROUP BY workflow, status",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db)
         .await
         .map_err(db_err)?;
         rows.iter()
@@ -597,7 +597,7 @@ impl RunStore for SqlStore {
         }
         let limit = p.count(self.dialect, filter.limit.unwrap_or(1000).clamp(1, 10_000));
         sql.push_str(&format!(" ORDER BY created_at DESC, id LIMIT {limit}"));
-        let rows = p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?;
+        let rows = p.query(sql).fetch_all(&self.db).await.map_err(db_err)?;
         rows.iter().map(run_from_row).collect()
     }
 
@@ -695,7 +695,7 @@ impl RunStore for SqlStore {
                 } else {
                     format!("{claim} SELECT *, {more} FROM u")
                 };
-                p.query(sql).fetch_all(&self.pool).await.map_err(db_err)?
+                p.query(sql).fetch_all(&self.db).await.map_err(db_err)?
             }
             Dialect::Sqlite => {
                 let claim = format!("{set} WHERE id IN ({candidates}) RETURNING {RUN_COLS}, fence");
@@ -711,7 +711,7 @@ impl RunStore for SqlStore {
                     );
                     self.run_body(p.query(sql), db_err).await?
                 } else {
-                    p.query(claim).fetch_all(&self.pool).await.map_err(db_err)?
+                    p.query(claim).fetch_all(&self.db).await.map_err(db_err)?
                 }
             }
         };
@@ -775,7 +775,7 @@ impl RunStore for SqlStore {
         .bind(now + ttl_ms)
         .bind(id)
         .bind(now)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db)
         .await
         .map_err(db_err)?;
         let Some(row) = row else { return Ok(None) };
@@ -792,7 +792,7 @@ impl RunStore for SqlStore {
         .bind(&lease.run_id)
         .bind(&lease.owner)
         .bind(lease.fence)
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .map_err(db_err)?;
         self.count_commit();
@@ -809,7 +809,7 @@ impl RunStore for SqlStore {
         .bind(&lease.run_id)
         .bind(&lease.owner)
         .bind(lease.fence)
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .map_err(db_err)?;
         self.count_commit();
@@ -823,7 +823,7 @@ impl RunStore for SqlStore {
             self.returning_work_notice()
         )))
         .bind(owner)
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .map_err(db_err)?;
         self.count_commit();
@@ -839,7 +839,7 @@ impl RunStore for SqlStore {
                 "SELECT id, event_type, payload, attempts FROM run_inbox \
                  WHERE run_id = {run} AND consumed_at IS NULL ORDER BY id LIMIT {limit}"
             ))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await
             .map_err(db_err)?;
         rows.iter()
@@ -871,7 +871,7 @@ impl RunStore for SqlStore {
         .bind(&lease.run_id)
         .bind(&lease.owner)
         .bind(lease.fence)
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .map_err(db_err)?;
         self.count_commit();
@@ -896,7 +896,7 @@ impl RunStore for SqlStore {
     }
 
     async fn journal_get(&self, run_id: &str, scope: i64, key: &str) -> StoreResult<Option<Value>> {
-        journal_result(&self.pool, run_id, scope, key).await
+        journal_result(&self.db, run_id, scope, key).await
     }
 
     async fn journal_entries(
@@ -918,7 +918,7 @@ impl RunStore for SqlStore {
              ORDER BY scope, created_at"
         )))
         .bind(run_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db)
         .await
         .map_err(db_err)?;
         rows.iter()
@@ -1029,7 +1029,7 @@ impl RunStore for SqlStore {
         sqlx::query_scalar("SELECT id FROM mailbox WHERE run_id = $1 AND idempotency_key = $2")
             .bind(run_id)
             .bind(key)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.db)
             .await
             .map_err(db_err)
     }
@@ -1045,7 +1045,7 @@ impl RunStore for SqlStore {
         )
         .bind(run_id)
         .bind(event_type)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db)
         .await
         .map_err(db_err)?
         .ok_or_else(|| StoreError::NotFound(format!("run {run_id}")))?;
@@ -1082,7 +1082,7 @@ impl RunStore for SqlStore {
                 "SELECT seq, envelope, created_at FROM run_events WHERE run_id = {run} \
                  AND seq > {after} ORDER BY seq LIMIT {limit}"
             ))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await
             .map_err(db_err)?;
         rows.iter()
@@ -1112,7 +1112,7 @@ impl RunStore for SqlStore {
                 "SELECT {HEAD_COLS} FROM runs WHERE updated_at >= {since} \
                  ORDER BY updated_at LIMIT {limit}"
             ))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await
             .map_err(db_err)?;
         rows.iter().map(head_from_row).collect()

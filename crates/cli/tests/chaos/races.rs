@@ -28,27 +28,25 @@ enum Race {
 const APPROVE: &str = r#"{"event": {"type": "ApproveEvent", "value": {"approved": true}}}"#;
 const REJECT: &str = r#"{"event": {"type": "ApproveEvent", "value": {"approved": false, "feedback": "narrower, please"}}}"#;
 
+/// Delivers `body` with idempotency key `key` as a client does: a 503 (the database busy or
+/// away) is sent again, with the same key. The status it answered, 200 or 409.
 async fn send(client: &reqwest::Client, api: &str, id: &str, body: &str, key: &str) -> u16 {
-    client
-        .post(format!("{api}/events/{id}"))
-        .header("content-type", "application/json")
-        .header("Idempotency-Key", key)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+    until_answered(&format!("deliver {key}"), &[200, 409], || {
+        client
+            .post(format!("{api}/events/{id}"))
+            .header("content-type", "application/json")
+            .header("Idempotency-Key", key)
+            .body(body.to_string())
+    })
+    .await
 }
 
+/// Cancels run `id`, a 503 asked again; 200 or 409 (it had ended).
 async fn cancel(client: &reqwest::Client, api: &str, id: &str) -> u16 {
-    client
-        .post(format!("{api}/handlers/{id}/cancel"))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+    until_answered(&format!("cancel {id}"), &[200, 409], || {
+        client.post(format!("{api}/handlers/{id}/cancel"))
+    })
+    .await
 }
 
 fn sorted(mut v: Vec<u16>) -> Vec<u16> {
