@@ -532,6 +532,20 @@ async fn journaled_calls_stream_with_their_results(dialect: Dialect) {
 /// reader has read everything before the approval, and the approved step commits more events
 /// than one read of the store returns: the reader reads on to the end.
 async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
+    follow_from_afar(dialect, false).await;
+}
+
+/// On Postgres, a reader whose change feed lost its connection as the run moved on still
+/// reads it to its end: the feed says it was cut, and once connected again every reader
+/// looks for what it may have missed (the notices sent meanwhile are gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_reads_on_after_its_change_feed_was_cut() {
+    follow_from_afar(Dialect::Postgres, true).await;
+}
+
+/// The scenario of the two tests above; `cut_feed` cuts the change feed's connection just
+/// before the approval.
+async fn follow_from_afar(dialect: Dialect, cut_feed: bool) {
     let db = fresh(dialect).await;
     let poll = match dialect {
         Dialect::Postgres => Duration::from_secs(600),
@@ -548,6 +562,18 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
         .unwrap();
     let mut follower = reader.follow(&run.id, -1);
     parked_with_the_reader_in_step(&db, &run.id, &mut follower).await;
+    if cut_feed {
+        wait_until("the change feed never connected", || reader.relay_live()).await;
+        // The run moves on at once, while the feed is down.
+        let cut: i64 = sqlx::query_scalar(
+            "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+        )
+        .fetch_one(db.store.pool())
+        .await
+        .unwrap();
+        assert_eq!(cut, 1, "one change feed connection");
+    }
     reader
         .send(
             &run.id,
@@ -568,60 +594,6 @@ async fn a_reader_follows_a_run_another_process_drives(dialect: Dialect) {
     if let Some(relay) = relay {
         relay.abort();
     }
-}
-
-/// On Postgres, a reader whose change feed lost its connection still reads a run another
-/// process drives to its end: the feed says it was cut, and once connected again every
-/// reader looks for what it may have missed (the notices sent meanwhile are gone). The
-/// reader's own poll interval is far longer than the test's deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reader_reads_on_after_its_change_feed_was_cut() {
-    let db = fresh(Dialect::Postgres).await;
-    let reader = engine_with(
-        &db,
-        config("reader", Duration::from_secs(600)),
-        [gated_long_answer()],
-    );
-    let relay = db
-        .store
-        .relay_changes(reader.clone())
-        .expect("a change feed");
-    wait_until("the change feed never connected", || reader.relay_live()).await;
-    let driver = engine(&db, "driver", gated_long_answer());
-    let (stop, worker) = run_worker(&driver);
-    let run = reader
-        .start("gated", json!({"question": "q"}), StartOptions::default())
-        .await
-        .unwrap();
-    let mut follower = reader.follow(&run.id, -1);
-    parked_with_the_reader_in_step(&db, &run.id, &mut follower).await;
-    // The feed's connection is cut, and the run moves on at once, while it is down.
-    let cut: i64 = sqlx::query_scalar(
-        "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity \
-         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
-    )
-    .fetch_one(db.store.pool())
-    .await
-    .unwrap();
-    assert_eq!(cut, 1, "one change feed connection");
-    reader
-        .send(
-            &run.id,
-            "ApproveEvent",
-            json!({"approved": true, "feedback": "after the cut"}),
-            None,
-        )
-        .await
-        .unwrap();
-    let (seqs, last) = read_to_the_end(&mut follower).await;
-    assert_eq!(seqs, (0..seqs.len() as i64).collect::<Vec<_>>(), "gap-free");
-    assert_eq!(
-        last.expect("the stream ends").value["text"],
-        json!("after the cut")
-    );
-    stop.send(true).unwrap();
-    worker.await.unwrap();
-    relay.abort();
 }
 
 /// Waits until run `run_id` parks, then checks that `follower` is in step with it: it read

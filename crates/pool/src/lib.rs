@@ -378,6 +378,15 @@ mod tests {
         Kept::new(pool)
     }
 
+    /// Waits until `done` holds, for 10 s at most.
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: not within 10 s");
+            tokio::task::yield_now().await;
+        }
+    }
+
     fn on_shelf(kept: &Kept<Sqlite>) -> usize {
         kept.shelf.state().idle.len()
     }
@@ -443,11 +452,10 @@ mod tests {
             let db = db.clone();
             async move { db.lend().await.map(|l| l.done()) }
         });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while db.shelf.waiting.load(Ordering::SeqCst) == 0 {
-            assert!(Instant::now() < deadline, "the caller waits on the pool");
-            tokio::task::yield_now().await;
-        }
+        until("the caller waits on the pool", || {
+            db.shelf.waiting.load(Ordering::SeqCst) > 0
+        })
+        .await;
         let mut lent = lent.into_iter();
         lent.next().unwrap().done();
         assert_eq!(
@@ -487,11 +495,7 @@ mod tests {
             let db = db.clone();
             async move { db.close().await }
         });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !db.pool.is_closed() {
-            assert!(Instant::now() < deadline, "the pool starts closing");
-            tokio::task::yield_now().await;
-        }
+        until("the pool starts closing", || db.pool.is_closed()).await;
         late.done();
         tokio::time::timeout(Duration::from_secs(10), closing)
             .await

@@ -1162,17 +1162,7 @@ async fn replace_where_is_idempotent(s: SqlStore) {
     )
     .await
     .unwrap();
-    let page = s
-        .search(&SearchQuery {
-            scope: scope(),
-            filter: f,
-            order_by: vec![],
-            offset: 0,
-            page_size: 10,
-            include_total: true,
-        })
-        .await
-        .unwrap();
+    let page = first_items(&s, f).await;
     assert_eq!(
         page.total,
         Some(1),
@@ -1180,6 +1170,20 @@ async fn replace_where_is_idempotent(s: SqlStore) {
     );
     assert_eq!(page.items[0].data["round"], 2);
     assert_eq!(page.items[0].id, ids[0]);
+}
+
+/// The first ten items of the test scope matching `filter`, with their total.
+async fn first_items(s: &SqlStore, filter: Filter) -> SearchPage {
+    s.search(&SearchQuery {
+        scope: scope(),
+        filter,
+        order_by: vec![],
+        offset: 0,
+        page_size: 10,
+        include_total: true,
+    })
+    .await
+    .unwrap()
 }
 
 /// A session saved as cancelled stays so: a live save meets it and writes nothing, whether
@@ -1205,17 +1209,7 @@ async fn a_final_item_is_not_replaced(s: SqlStore) {
         }
     };
     let stored = || async {
-        let page = s
-            .search(&SearchQuery {
-                scope: scope(),
-                filter: f.clone(),
-                order_by: vec![],
-                offset: 0,
-                page_size: 10,
-                include_total: true,
-            })
-            .await
-            .unwrap();
+        let page = first_items(&s, f.clone()).await;
         assert_eq!(page.total, Some(1), "one session item");
         page.items[0].clone()
     };
