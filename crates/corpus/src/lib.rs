@@ -287,7 +287,11 @@ impl Corpus {
             .collect();
 
         let parsed = self.parse_all(stale, progress).await;
-        let mut tx = self.db.direct().begin().await.map_err(ie)?;
+        let mut tx = self
+            .db
+            .counted(self.db.direct().begin())
+            .await
+            .map_err(ie)?;
         for rel in &gone {
             delete_file(&mut tx, rel).await.map_err(ie)?;
             report.removed += 1;

@@ -157,6 +157,14 @@ impl<DB: Database> Kept<DB> {
         &self.pool
     }
 
+    /// Awaits `take`, a caller taking a connection from the pool itself (through
+    /// [`Kept::direct`]: a transaction begun), counted among those waiting for one, so that
+    /// connections done meanwhile go to the pool for it rather than onto the shelf.
+    pub async fn counted<T>(&self, take: impl std::future::Future<Output = T>) -> T {
+        let _waiting = Waiting::enter(&self.shelf.waiting);
+        take.await
+    }
+
     /// A connection for a statement or a body of them: a kept one, else one from the pool.
     /// Hand it back with [`Lent::done`] once its work ran to its end.
     pub async fn lend(&self) -> Result<Lent<DB>, sqlx::Error> {
@@ -471,6 +479,24 @@ mod tests {
         // Nobody waits now: the next one done is kept again.
         lent.next().unwrap().done();
         assert_eq!(on_shelf(&db), 2);
+        // A caller beginning a transaction on the pool itself is counted too.
+        let held = [db.lend().await.unwrap(), db.lend().await.unwrap()];
+        let direct = tokio::spawn({
+            let db = db.clone();
+            async move { db.counted(db.direct().begin()).await.map(drop) }
+        });
+        until("the transaction waits on the pool", || {
+            db.shelf.waiting.load(Ordering::SeqCst) > 0
+        })
+        .await;
+        let [first, _second] = held;
+        first.done();
+        assert_eq!(on_shelf(&db), 0, "handed to the pool for the transaction");
+        tokio::time::timeout(Duration::from_secs(10), direct)
+            .await
+            .expect("the transaction begins")
+            .unwrap()
+            .expect("within the pool's timeout");
     }
 
     #[tokio::test]

@@ -382,8 +382,12 @@ impl SqlStore {
     /// queue on the busy timeout instead of failing on a lock upgrade.
     async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
         let tx = match self.dialect {
-            Dialect::Postgres => self.db.direct().begin().await,
-            Dialect::Sqlite => self.db.direct().begin_with("BEGIN IMMEDIATE").await,
+            Dialect::Postgres => self.db.counted(self.db.direct().begin()).await,
+            Dialect::Sqlite => {
+                self.db
+                    .counted(self.db.direct().begin_with("BEGIN IMMEDIATE"))
+                    .await
+            }
         };
         tx.map_err(db_err)
     }

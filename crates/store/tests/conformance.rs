@@ -1245,13 +1245,16 @@ async fn a_final_item_is_not_replaced(s: SqlStore) {
         .await
         .unwrap();
     let late = tokio::spawn(save("running", Some(keep.clone())));
+    // On SQLite writes take turns, so the live save lands after the commit whichever way
+    // it is scheduled; on Postgres it is seen blocked on the row first.
     if s.dialect() == Dialect::Postgres {
         // Wait until the live save is blocked on the row the transaction holds.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         loop {
             let waiting: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM pg_stat_activity \
-                 WHERE wait_event_type = 'Lock' AND query LIKE '%collection_items%'",
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                 AND query LIKE '%collection_items%'",
             )
             .fetch_one(s.pool())
             .await

@@ -29,9 +29,9 @@ const APPROVE: &str = r#"{"event": {"type": "ApproveEvent", "value": {"approved"
 const REJECT: &str = r#"{"event": {"type": "ApproveEvent", "value": {"approved": false, "feedback": "narrower, please"}}}"#;
 
 /// Delivers `body` with idempotency key `key` as a client does: a 503 (the database busy or
-/// away) is sent again, with the same key. The status it answered, 200 or 409.
+/// away) is sent again, with the same key. The status it answered.
 async fn send(client: &reqwest::Client, api: &str, id: &str, body: &str, key: &str) -> u16 {
-    until_answered(&format!("deliver {key}"), &[200, 409], || {
+    again_on_503(|| {
         client
             .post(format!("{api}/events/{id}"))
             .header("content-type", "application/json")
@@ -41,12 +41,27 @@ async fn send(client: &reqwest::Client, api: &str, id: &str, body: &str, key: &s
     .await
 }
 
-/// Cancels run `id`, a 503 asked again; 200 or 409 (it had ended).
+/// Cancels run `id`, asked again on a 503; the status it answered.
 async fn cancel(client: &reqwest::Client, api: &str, id: &str) -> u16 {
-    until_answered(&format!("cancel {id}"), &[200, 409], || {
-        client.post(format!("{api}/handlers/{id}/cancel"))
-    })
-    .await
+    again_on_503(|| client.post(format!("{api}/handlers/{id}/cancel"))).await
+}
+
+/// Sends `req()` until it is answered other than 503, which refused it without doing
+/// anything; anything else is the answer, even to a request that took long (a cancel waits
+/// for the run's steps to let go): sent again, a cancel that was taken would say 409.
+async fn again_on_503(req: impl Fn() -> reqwest::RequestBuilder) -> u16 {
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let status = req().send().await.unwrap().status().as_u16();
+        if status != 503 {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "503 until the deadline"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 fn sorted(mut v: Vec<u16>) -> Vec<u16> {
