@@ -475,13 +475,13 @@ impl Engine {
         if let Some(driving) = self.lock_active().get(run_id) {
             let _ = driving.lost.send(true);
         }
+        let deadline = Instant::now() + STOPPED_HOOK_LIMIT;
         if matches!(outcome, CancelOutcome::Cancelled)
-            && let Ok(Some(run)) = self.store.get_run(run_id).await
+            && let Some(run) = self.read_cancelled(run_id, deadline).await
         {
             self.ended(&run, "cancelled");
             // A step of it running here has let go first, so nothing it writes outside the
             // run (a session saved mid-step) lands after the workflow's hook.
-            let deadline = Instant::now() + STOPPED_HOOK_LIMIT;
             while self.lock_active().contains_key(run_id) && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
@@ -489,6 +489,27 @@ impl Engine {
         }
         self.notify(run_id);
         Ok(outcome)
+    }
+
+    /// The record of run `run_id`, just cancelled, for its hook: read again while the
+    /// database is away (the cancel is stored; the hook is what tells the workflow), until
+    /// `deadline`.
+    async fn read_cancelled(&self, run_id: &str, deadline: Instant) -> Option<RunRecord> {
+        let mut wait = Duration::from_millis(50);
+        // Bounded by the deadline.
+        loop {
+            match self.store.get_run(run_id).await {
+                Ok(run) => return run,
+                Err(StoreError::Unavailable(_)) if Instant::now() + wait < deadline => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => {
+                    warn!(run = %run_id, error = %e, "cancelled run not read; its hook did not run");
+                    return None;
+                }
+            }
+        }
     }
 }
 

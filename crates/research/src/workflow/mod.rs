@@ -35,6 +35,9 @@ use crate::settings::ResearchConfig;
 use crate::state::{ResearchState, RunCtx, SessionStatus};
 use crate::tools::Tools;
 
+/// Tries at saving how a run stopped while the database is away (about 5 s in all).
+const STOP_SAVE_TRIES: usize = 8;
+
 pub const DEEP_RESEARCH: &str = "deep-research";
 pub const RESEARCH_METADATA: &str = "research-metadata";
 const COORDINATOR: &str = "coordinator";
@@ -112,9 +115,23 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
                 if state.research_id.is_empty() {
                     return;
                 }
-                if let Err(e) = deps.save_session(&state).await {
-                    tracing::warn!(error = %e, "could not record how the run stopped");
+                // Saved again while the database is away, within the engine's limit on
+                // the hook: otherwise the session would say running for good.
+                let mut wait = Duration::from_millis(50);
+                for _ in 0..STOP_SAVE_TRIES {
+                    match deps.save_session(&state).await {
+                        Err(StepError::Store(fathom_engine::store::StoreError::Unavailable(_))) => {
+                            tokio::time::sleep(wait).await;
+                            wait = (wait * 2).min(Duration::from_secs(1));
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not record how the run stopped");
+                            return;
+                        }
+                        Ok(()) => return,
+                    }
                 }
+                tracing::warn!("could not record how the run stopped: the database stayed away");
             }
         })
         .check_start(move |ev: &ResearchStart| {
