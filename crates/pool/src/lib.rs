@@ -247,8 +247,9 @@ impl<DB: Database> Lent<DB> {
 
     /// Its work ran to its end (every row of every statement read): it is kept for the next
     /// statement, unless it is inside a transaction begun through sqlx, the pool is closing,
-    /// enough are kept, or a caller waits for one from the pool (then it goes there). A transaction begun by the SQL itself is not seen here: a body
-    /// that begins one must end it before it is done (the store's write bodies commit last).
+    /// enough are kept, or a caller waits for one from the pool (then it goes there). A
+    /// transaction begun by the SQL itself is not seen here: a body that begins one must end
+    /// it before it is done (the store's write bodies commit last).
     pub fn done(mut self) {
         let Some(conn) = self.conn.take() else {
             return;

@@ -35,7 +35,9 @@ use crate::settings::ResearchConfig;
 use crate::state::{ResearchState, RunCtx, SessionStatus};
 use crate::tools::Tools;
 
-/// Tries at saving how a run stopped while the database is away (about 5 s in all).
+/// Tries at saving how a run stopped while the database is away: about 5 s of backoff
+/// between them, each try waiting up to the store's 2 s for a connection; the engine's 10 s
+/// limit on the hook ends them first.
 const STOP_SAVE_TRIES: usize = 8;
 
 pub const DEEP_RESEARCH: &str = "deep-research";
