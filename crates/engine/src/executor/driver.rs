@@ -570,19 +570,8 @@ impl Engine {
     /// lease would have expired anyway (then whoever claims it first carries on).
     async fn release_when_back(&self, lease: &Lease) {
         let give_up = Instant::now() + self.config.lease_ttl;
-        let mut wait = Duration::from_millis(100);
-        loop {
-            match self.store.release_lease(lease).await {
-                Err(StoreError::Unavailable(_)) if Instant::now() < give_up => {
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(2));
-                }
-                Err(e) => {
-                    warn!(run = %lease.run_id, error = %e, "could not let the run go");
-                    return;
-                }
-                Ok(_) => return,
-            }
+        if let Err(e) = again_while_away(give_up, || self.store.release_lease(lease)).await {
+            warn!(run = %lease.run_id, error = %e, "could not let the run go");
         }
     }
 

@@ -26,7 +26,7 @@ use crate::signal::{News, Signals};
 use crate::store::{
     CancelOutcome, ChainedStep, Claimed, DeliverOutcome, Lease, NewMessage, NewRun, PendingEvent,
     RunHead, RunRecord, RunStatus, RunStore, RunUpgrade, StepCommit, StepOutcome, StoreError,
-    SuspendOutcome, now_ms,
+    SuspendOutcome, again_while_away, now_ms,
 };
 use crate::telemetry::{self, RunTracer};
 use crate::workflow::{ErasedWorkflow, StartRefusal, Stopped, Stored};
@@ -495,19 +495,11 @@ impl Engine {
     /// database is away (the cancel is stored; the hook is what tells the workflow), until
     /// `deadline`.
     async fn read_cancelled(&self, run_id: &str, deadline: Instant) -> Option<RunRecord> {
-        let mut wait = Duration::from_millis(50);
-        // Bounded by the deadline.
-        loop {
-            match self.store.get_run(run_id).await {
-                Ok(run) => return run,
-                Err(StoreError::Unavailable(_)) if Instant::now() + wait < deadline => {
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(1));
-                }
-                Err(e) => {
-                    warn!(run = %run_id, error = %e, "cancelled run not read; its hook did not run");
-                    return None;
-                }
+        match again_while_away(deadline, || self.store.get_run(run_id)).await {
+            Ok(run) => run,
+            Err(e) => {
+                warn!(run = %run_id, error = %e, "cancelled run not read; its hook did not run");
+                None
             }
         }
     }

@@ -18,9 +18,10 @@ mod route;
 mod write;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fathom_data::CollectionStore;
+use fathom_engine::store::{StoreError, again_while_away};
 use fathom_engine::{
     Ctx, ErasedWorkflow, RetryPolicy, StartRefusal, StepError, StepOptions, Stop, Stopped, Workflow,
 };
@@ -35,10 +36,9 @@ use crate::settings::ResearchConfig;
 use crate::state::{ResearchState, RunCtx, SessionStatus};
 use crate::tools::Tools;
 
-/// Tries at saving how a run stopped while the database is away: about 5 s of backoff
-/// between them, each try waiting up to the store's 2 s for a connection; the engine's 10 s
-/// limit on the hook ends them first.
-const STOP_SAVE_TRIES: usize = 8;
+/// How long saving how a run stopped is tried while the database is away: within the
+/// engine's 10 s limit on the hook.
+const STOP_SAVE_LIMIT: Duration = Duration::from_secs(8);
 
 pub const DEEP_RESEARCH: &str = "deep-research";
 pub const RESEARCH_METADATA: &str = "research-metadata";
@@ -70,7 +70,7 @@ impl ResearchDeps {
             .map_err(|e| match e {
                 // The database is away: the run waits for it, no attempt is spent.
                 fathom_data::DataError::Unavailable(why) => {
-                    StepError::Store(fathom_engine::store::StoreError::Unavailable(why))
+                    StepError::Store(StoreError::Unavailable(why))
                 }
                 e => StepError::failed(format!("could not save the session: {e}")),
             })
@@ -119,21 +119,18 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
                 }
                 // Saved again while the database is away, within the engine's limit on
                 // the hook: otherwise the session would say running for good.
-                let mut wait = Duration::from_millis(50);
-                for _ in 0..STOP_SAVE_TRIES {
-                    match deps.save_session(&state).await {
-                        Err(StepError::Store(fathom_engine::store::StoreError::Unavailable(_))) => {
-                            tokio::time::sleep(wait).await;
-                            wait = (wait * 2).min(Duration::from_secs(1));
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "could not record how the run stopped");
-                            return;
-                        }
-                        Ok(()) => return,
+                let (deps, state) = (&deps, &state);
+                let saved = again_while_away(Instant::now() + STOP_SAVE_LIMIT, || async move {
+                    match deps.save_session(state).await {
+                        Err(StepError::Store(e)) => Err(e),
+                        Err(e) => Err(StoreError::Backend(e.to_string())),
+                        Ok(()) => Ok(()),
                     }
+                })
+                .await;
+                if let Err(e) = saved {
+                    tracing::warn!(error = %e, "could not record how the run stopped");
                 }
-                tracing::warn!("could not record how the run stopped: the database stayed away");
             }
         })
         .check_start(move |ev: &ResearchStart| {
