@@ -138,6 +138,7 @@ fn main() -> ExitCode {
     if let Command::PdfWorker(args) = cli.command {
         return pdf_worker::run(args);
     }
+    memory::settle_allocator();
     match tokio::runtime::Runtime::new() {
         Ok(rt) => rt.block_on(async_main(cli)),
         Err(e) => {
