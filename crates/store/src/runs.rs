@@ -603,6 +603,14 @@ impl RunStore for SqlStore {
 
     async fn delete_run(&self, id: &str) -> StoreResult<bool> {
         let mut tx = self.begin_write().await?;
+        // The run's row first: a commit writing to the run holds it, so this waits for that
+        // commit, and no later write finds the run. Then its rows (on Postgres nothing
+        // deletes them with it, see migration 0008), the committed ones included.
+        let done = sqlx::query("DELETE FROM runs WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
         for table in [
             "run_inbox",
             "step_journal",
@@ -618,11 +626,6 @@ impl RunStore for SqlStore {
             .await
             .map_err(db_err)?;
         }
-        let done = sqlx::query("DELETE FROM runs WHERE id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
         self.commit(tx).await?;
         Ok(done.rows_affected() > 0)
     }

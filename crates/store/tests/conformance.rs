@@ -43,6 +43,7 @@ both!(
     replace_where_is_idempotent,
     a_final_item_is_not_replaced,
     artifacts_are_content_addressed,
+    deleting_a_run_deletes_its_rows_those_of_a_commit_holding_it_too,
 );
 
 fn env(n: i64) -> Envelope {
@@ -1427,4 +1428,121 @@ async fn a_sqlite_database_migrated_by_a_newer_version_still_opens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_database_migrated_by_a_newer_version_still_opens() {
     a_database_migrated_by_a_newer_version_still_opens(Dialect::Postgres).await;
+}
+
+/// Deleting a run deletes it and every row of it: stream, step journal, step inbox, call
+/// journal and mailbox (on Postgres these rows do not reference the run, so nothing deletes
+/// them with it). A commit writing to the run when the delete comes is waited for, and its
+/// rows go too.
+async fn deleting_a_run_deletes_its_rows_those_of_a_commit_holding_it_too(s: SqlStore) {
+    new_run(&s, "r1").await;
+    new_run(&s, "r2").await;
+    let lease = loop {
+        let (run, lease) = s.claim_next("w1", 10_000, &[]).await.unwrap().unwrap();
+        if run.id == "r1" {
+            break lease;
+        }
+    };
+    s.journal_put(&lease, 1, "llm", &json!({"a": 1}), &[env(0)])
+        .await
+        .unwrap();
+    let start = next_pending(&s, "r1").await.unwrap();
+    s.commit_step(
+        &lease,
+        &commit(start.id, vec![env(1)], StepOutcome::Continue),
+    )
+    .await
+    .unwrap();
+    s.deliver(
+        "r1",
+        NewMessage {
+            event_type: "Approve".into(),
+            payload: json!({}),
+            idempotency_key: Some("k".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let tables = [
+        "runs",
+        "run_events",
+        "step_journal",
+        "run_inbox",
+        "call_journal",
+        "mailbox",
+    ];
+    let rows = |run: &'static str| {
+        let s = s.clone();
+        async move {
+            let mut counts = Vec::new();
+            for t in tables {
+                let column = if t == "runs" { "id" } else { "run_id" };
+                let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "SELECT COUNT(*) FROM {t} WHERE {column} = '{run}'"
+                )))
+                .fetch_one(s.pool())
+                .await
+                .unwrap();
+                counts.push((t, n));
+            }
+            counts
+        }
+    };
+    assert!(
+        rows("r1").await.iter().all(|(_, n)| *n > 0),
+        "{:?}",
+        rows("r1").await
+    );
+    let others = rows("r2").await;
+
+    // A commit holding the run's row, one more stream event in it, when the delete comes.
+    let mut tx = s.pool().begin().await.unwrap();
+    sqlx::query("UPDATE runs SET next_seq = next_seq + 1 WHERE id = 'r1'")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO run_events (run_id, seq, event_type, envelope, created_at) \
+         VALUES ('r1', 2, 'Tick', '{}', 0)",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let deleting = {
+        let s = s.clone();
+        tokio::spawn(async move { s.delete_run("r1").await })
+    };
+    // On SQLite writes take turns, so the delete comes after the commit whichever way it is
+    // scheduled; on Postgres it is seen waiting for the run's row first.
+    if s.dialect() == Dialect::Postgres {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                 AND query LIKE 'DELETE FROM runs%'",
+            )
+            .fetch_one(s.pool())
+            .await
+            .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the delete never waited on the run's row"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+    tx.commit().await.unwrap();
+    assert!(deleting.await.unwrap().unwrap(), "the run was there");
+    assert!(
+        rows("r1").await.iter().all(|(_, n)| *n == 0),
+        "{:?}",
+        rows("r1").await
+    );
+    assert_eq!(rows("r2").await, others, "another run's rows were touched");
+    assert!(!s.delete_run("r1").await.unwrap(), "deleted twice");
 }
