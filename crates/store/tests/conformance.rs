@@ -1249,30 +1249,36 @@ async fn a_final_item_is_not_replaced(s: SqlStore) {
     // On SQLite writes take turns, so the live save lands after the commit whichever way
     // it is scheduled; on Postgres it is seen blocked on the row first.
     if s.dialect() == Dialect::Postgres {
-        // Wait until the live save is blocked on the row the transaction holds.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock' \
-                 AND query LIKE '%collection_items%'",
-            )
-            .fetch_one(s.pool())
-            .await
-            .unwrap();
-            if waiting > 0 {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the live save never waited on the row"
-            );
-            tokio::task::yield_now().await;
-        }
+        until_waiting_on_a_lock(&s, "%collection_items%", "the live save").await;
     }
     tx.commit().await.unwrap();
     assert!(late.await.unwrap().is_empty(), "the late live save wrote");
     assert_eq!(stored().await.data["status"], "cancelled");
+}
+
+/// Waits, up to 20 s, until a statement of this Postgres database matching `like` waits for a
+/// lock; `who` names it if it never does.
+async fn until_waiting_on_a_lock(s: &SqlStore, like: &str, who: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock' \
+             AND query LIKE $1",
+        )
+        .bind(like)
+        .fetch_one(s.pool())
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{who} never waited for the lock"
+        );
+        tokio::task::yield_now().await;
+    }
 }
 
 async fn artifacts_are_content_addressed(s: SqlStore) {
@@ -1516,25 +1522,7 @@ async fn deleting_a_run_deletes_its_rows_those_of_a_commit_holding_it_too(s: Sql
     // On SQLite writes take turns, so the delete comes after the commit whichever way it is
     // scheduled; on Postgres it is seen waiting for the run's row first.
     if s.dialect() == Dialect::Postgres {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock' \
-                 AND query LIKE 'DELETE FROM runs%'",
-            )
-            .fetch_one(s.pool())
-            .await
-            .unwrap();
-            if waiting > 0 {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the delete never waited on the run's row"
-            );
-            tokio::task::yield_now().await;
-        }
+        until_waiting_on_a_lock(&s, "DELETE FROM runs%", "the delete").await;
     }
     tx.commit().await.unwrap();
     assert!(deleting.await.unwrap().unwrap(), "the run was there");
