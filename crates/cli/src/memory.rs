@@ -23,12 +23,19 @@ use fathom_store::SqlStore;
 /// MiB), and each thread's arena then keeps such blocks, freed, at its top, where
 /// `malloc_trim` does not reach: an idle server held 2-3 MiB more. Mapped blocks are given
 /// back when freed. Research runs cost the same CPU either way (research bench, 45 ms a run).
-/// Called before the runtime starts its threads.
+/// Called before the runtime starts its threads. A threshold set through glibc's own
+/// variables (`GLIBC_TUNABLES`, `MALLOC_MMAP_THRESHOLD_`) stands.
 pub fn settle_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets the allocator's parameters.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+    {
+        let tuned = std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
+            || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("mmap_threshold"));
+        if !tuned {
+            // SAFETY: mallopt only sets the allocator's parameters.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+            }
+        }
     }
 }
 

@@ -1531,6 +1531,22 @@ async fn deleting_a_run_deletes_its_rows_those_of_a_commit_holding_it_too(s: Sql
         "{:?}",
         rows("r1").await
     );
+    // Its lease holder, come late, writes nothing for the run that is gone.
+    let late = s
+        .commit_step(
+            &lease,
+            &commit(start.id, vec![env(3)], StepOutcome::Continue),
+        )
+        .await;
+    assert!(late.is_err(), "a commit to a deleted run: {late:?}");
+    let late = s.journal_put(&lease, 2, "llm", &json!(2), &[env(4)]).await;
+    assert!(late.is_err(), "a journaled call to a deleted run: {late:?}");
+    assert!(s.append_stream(&lease, &[env(5)]).await.is_err());
+    assert!(
+        rows("r1").await.iter().all(|(_, n)| *n == 0),
+        "{:?}",
+        rows("r1").await
+    );
     assert_eq!(rows("r2").await, others, "another run's rows were touched");
     assert!(!s.delete_run("r1").await.unwrap(), "deleted twice");
 }

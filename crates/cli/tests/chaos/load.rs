@@ -68,10 +68,17 @@ async fn load(readers: usize, watched: usize, runs: usize, concurrency: usize) {
     );
     let env = env(fathom_store::Dialect::Postgres).await;
     // Every run holds a moment inside fetch_parse_sources, so the watched runs are still
-    // running while their readers attach and read.
+    // running while their readers attach and read. The hold is a sleep, not CPU work: 16
+    // runs at once, as with a model, rather than the two per core offline research gets.
     let server = Served::spawn(
         &env,
-        &["serve", "--worker-id", "loaded"],
+        &[
+            "serve",
+            "--worker-id",
+            "loaded",
+            "--max-concurrent-runs",
+            "16",
+        ],
         &[
             ("FATHOM_CRASH_AT", "fetch_parse_sources:commit"),
             ("FATHOM_CRASH_HOLD_MS", "2000"),

@@ -134,9 +134,13 @@ async fn outage(fault: Fault, seconds: u64) {
             (env_on(db), dir)
         }
     };
-    with_engine_config(&mut env, json!({"lease_ttl_seconds": 10}));
     // Each run holds a moment before committing fetch_parse_sources, so the outage finds
-    // runs in the middle of their work.
+    // runs in the middle of their work; the hold is a sleep, so 16 runs at once (as with a
+    // model) rather than the two per core offline research gets.
+    with_engine_config(
+        &mut env,
+        json!({"lease_ttl_seconds": 10, "max_concurrent_runs": 16}),
+    );
     let server = Served::spawn(
         &env,
         &["serve", "--worker-id", "outage"],

@@ -303,7 +303,9 @@ pub trait RunStore: Send + Sync + 'static {
     /// How many runs are running and how many waiting, by workflow (for an operator's
     /// metrics: what every process on the store sees alike).
     async fn count_active_runs(&self) -> StoreResult<Vec<(String, RunStatus, i64)>>;
-    /// Deletes a run and everything recorded for it.
+    /// Deletes a run and everything recorded for it. Called for runs that ended (the API
+    /// cancels a run before purging it); a commit under way when it comes is waited for, and
+    /// what it wrote goes too.
     async fn delete_run(&self, id: &str) -> StoreResult<bool>;
 
     /// Takes the leases of up to `limit` running runs, oldest (by creation) first, bumping
