@@ -194,8 +194,8 @@ pub fn is_stop(e: &Value) -> bool {
         .is_some_and(|t| t.iter().any(|x| x == "StopEvent"))
 }
 
-/// Starts `n` research runs through `api`, answering 503s as a client would (after
-/// `Retry-After`); their handler ids.
+/// Starts `n` research runs through `api`, one after another; their handler ids. A start
+/// answered with anything but a handler id fails the test.
 pub async fn start_runs(client: &reqwest::Client, api: &str, n: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for _ in 0..n {
