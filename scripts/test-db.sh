@@ -32,10 +32,15 @@ mkdir -p "$DIR"
 chmod 755 "$DIR"
 [ "${#RUN_AS[@]}" -gt 0 ] && chown postgres "$DIR"
 
+# Commits are acknowledged before their WAL is written, unless FATHOM_PG_SYNCHRONOUS_COMMIT=on:
+# a cluster that is stopped with `-m immediate` (the chaos tests' outages) needs it on, or it
+# loses commits it acknowledged in the last moments before the stop.
+SYNC_COMMIT=${FATHOM_PG_SYNCHRONOUS_COMMIT:-off}
+
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "${RUN_AS[@]}" "$INITDB" -D "$DIR/data" -A trust -U postgres --no-sync >/dev/null
 "${RUN_AS[@]}" "$PG_CTL" -D "$DIR/data" -l "$DIR/log" -w -t 60 \
-  -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c synchronous_commit=off -c max_connections=300" \
+  -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c synchronous_commit=$SYNC_COMMIT -c max_connections=300" \
   start >/dev/null
 echo "$DIR" > "$DIR/dir"
 echo "postgres://postgres@127.0.0.1:$PORT/postgres"

@@ -57,8 +57,13 @@ impl Cluster {
     pub fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-db.sh");
+        // Stopped at once (a crash, a failover) and started again, the cluster must keep
+        // every commit it acknowledged, as a production database does: a commit waits for
+        // its WAL to reach the kernel. Without that, an approval answered 200 just before
+        // the stop could be gone after it, and its run waited at the gate for good.
         let out = Command::new(script)
             .env("FATHOM_PG_DIR", dir.path())
+            .env("FATHOM_PG_SYNCHRONOUS_COMMIT", "on")
             .output()
             .expect("run scripts/test-db.sh");
         assert!(
@@ -98,7 +103,7 @@ impl Cluster {
             .args(["-w", "-t", "60", "-o"])
             .arg(format!(
                 "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-                 -c full_page_writes=off -c synchronous_commit=off -c max_connections=300",
+                 -c full_page_writes=off -c synchronous_commit=on -c max_connections=300",
                 self.port,
                 dir.display()
             ))
