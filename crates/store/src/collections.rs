@@ -600,6 +600,16 @@ impl CollectionStore for SqlStore {
             // None matched (a first save, or a final item), or several did: below.
         }
         let mut tx = self.begin_write().await.map_err(to_data)?;
+        if d == Dialect::Postgres {
+            // Two first saves of one record at once would each find nothing to replace and
+            // each insert it: replacements of the same items take turns (on SQLite the write
+            // transaction already makes them). The lock is the transaction's.
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                .bind(format!("replace {scope:?} {filter:?}"))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+        }
         let mut p = Params::default();
         let wh = open(&mut p);
         p.query(format!("DELETE FROM collection_items WHERE {wh}"))

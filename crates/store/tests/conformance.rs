@@ -1171,6 +1171,30 @@ async fn replace_where_is_idempotent(s: SqlStore) {
     );
     assert_eq!(page.items[0].data["round"], 2);
     assert_eq!(page.items[0].id, ids[0]);
+
+    // First saves of one record at once (two steps of a run saving its new session, say)
+    // leave one item, not one each.
+    let f = Filter::data_eq("research_id", "together");
+    let saves: Vec<_> = (0..8)
+        .map(|n| {
+            let (s, f) = (s.clone(), f.clone());
+            tokio::spawn(async move {
+                s.replace_where(
+                    &scope(),
+                    &f,
+                    None,
+                    vec![json!({"research_id": "together", "n": n})],
+                )
+                .await
+                .unwrap()
+            })
+        })
+        .collect();
+    for save in saves {
+        assert_eq!(save.await.unwrap().len(), 1);
+    }
+    let page = first_items(&s, f).await;
+    assert_eq!(page.total, Some(1), "first saves at once: {:?}", page.items);
 }
 
 /// The first ten items of the test scope matching `filter`, with their total.
