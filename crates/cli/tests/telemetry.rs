@@ -83,6 +83,18 @@ async fn metrics_show_a_served_run() {
         "{m}"
     );
     drop(stream);
+    // A reader that leaves while its run waits is let go then: not at the run's next event,
+    // nor at the next heartbeat (25 s) failing to reach it.
+    let let_go = wait_until("the reader that left is let go", || async {
+        sample(
+            &scrape(&client, &served.root).await,
+            "fathom_stream_clients",
+            &[],
+        ) == Some(0.0)
+    });
+    tokio::time::timeout(std::time::Duration::from_secs(10), let_go)
+        .await
+        .expect("the reader that left was let go within 10 s");
 
     approve(&client, &served.api(), &id).await;
     let events = follow_to_end(client.clone(), served.api(), id.clone()).await;

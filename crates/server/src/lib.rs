@@ -17,6 +17,7 @@
 //! - Cancelling a finished handler is 409 `Handler already completed` (Python answers 404).
 
 mod auth;
+mod connection;
 mod deployment;
 mod error;
 mod extract;
@@ -90,11 +91,11 @@ impl ServerConfig {
 /// Serves `app` on `listener` until `shutdown` resolves; then accepts nothing more, lets
 /// every open connection finish the request it is serving, and returns once all have closed.
 ///
-/// HTTP/1 through hyper's own connection builder, not `axum::serve`: axum's sniffs each
-/// connection's protocol first and hands the bytes it read back to hyper through a rewinding
-/// wrapper, so hyper's first read is a short one and its read buffer, grown on the next, is
-/// 16 KiB for the connection's life. Read directly it stays at 8 KiB: measured with heaptrack
-/// on parked SSE readers, 8 KiB of the ~39 kB each one held.
+/// HTTP/1. A run's event stream is answered by [`connection`] itself, which holds no buffer
+/// while the stream waits; every other request goes to hyper's own HTTP/1 connection builder.
+/// Not `axum::serve`: it sniffs each connection's protocol first and hands the bytes it read
+/// back to hyper through a rewinding wrapper, so hyper's first read is a short one and its
+/// read buffer, grown on the next, is 16 KiB for the connection's life (8 KiB read directly).
 ///
 /// Nagle's algorithm is off: an SSE event or a small response is sent when written, not held
 /// back until the client acknowledges the previous one (with delayed acknowledgements that
@@ -105,7 +106,9 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let http = hyper::server::conn::http1::Builder::new();
-    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    // Each connection's task holds a sender: once all are dropped, every connection closed.
+    let (open, mut all_closed) = tokio::sync::mpsc::channel::<std::convert::Infallible>(1);
     let mut shutdown = std::pin::pin!(shutdown);
     // Bounded by `shutdown`; each pass accepts one connection.
     loop {
@@ -122,17 +125,17 @@ pub async fn serve(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let connection =
-            connections.watch(http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service));
+        let connection = connection::serve(tcp, app.clone(), http.clone(), stopping.clone());
+        let open = open.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::trace!(error = %e, "connection ended with an error");
-            }
+            connection.await;
+            drop(open);
         });
     }
     drop(listener);
-    connections.shutdown().await;
+    stop.send_replace(true);
+    drop(open);
+    let _ = all_closed.recv().await;
 }
 
 /// After a failed accept: nothing for an error of that one connection; otherwise (out of

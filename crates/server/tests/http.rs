@@ -442,6 +442,132 @@ async fn gate_reject_edit_approve(dialect: Dialect) {
     assert_eq!(session["report_markdown"], value["report_markdown"]);
 }
 
+/// A connection as a browser's EventSource or a proxy uses it, read byte by byte: the event
+/// stream's response is well-formed HTTP/1.1 (chunked, dated), ends with its run, and the same
+/// connection then serves the client's next requests (a run's status; the stream again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_connection_serves_on_after_its_stream() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let s = server(Dialect::Sqlite, None).await;
+    let id = s.start(QUESTION).await;
+    let host = s.base.trim_start_matches("http://").to_string();
+    let mut conn = BufReader::new(tokio::net::TcpStream::connect(&host).await.unwrap());
+
+    /// Reads a response head: the status code and the headers, names lower-cased.
+    async fn head(conn: &mut BufReader<tokio::net::TcpStream>) -> (u16, Vec<(String, String)>) {
+        let mut line = String::new();
+        conn.read_line(&mut line).await.unwrap();
+        let status: u16 = line
+            .strip_prefix("HTTP/1.1 ")
+            .and_then(|l| l.get(..3))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP/1.1 status line: {line:?}"));
+        let mut headers = Vec::new();
+        loop {
+            line.clear();
+            conn.read_line(&mut line).await.unwrap();
+            let l = line.trim_end();
+            if l.is_empty() {
+                return (status, headers);
+            }
+            let (name, value) = l.split_once(':').expect("a header line");
+            headers.push((name.to_ascii_lowercase(), value.trim().to_string()));
+        }
+    }
+    fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+    /// Reads one chunk of a chunked body and the CRLF after it; empty at the body's end.
+    async fn chunk(conn: &mut BufReader<tokio::net::TcpStream>) -> Vec<u8> {
+        let mut line = String::new();
+        conn.read_line(&mut line).await.unwrap();
+        let len = usize::from_str_radix(line.trim_end(), 16)
+            .unwrap_or_else(|_| panic!("not a chunk size: {line:?}"));
+        let mut data = vec![0u8; len + 2];
+        conn.read_exact(&mut data).await.unwrap();
+        assert_eq!(&data[len..], b"\r\n", "a chunk ends with CRLF");
+        data.truncate(len);
+        data
+    }
+    let stream_request = format!("GET {D}/events/{id}?sse=true HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    conn.get_mut()
+        .write_all(stream_request.as_bytes())
+        .await
+        .unwrap();
+    let (status, headers) = head(&mut conn).await;
+    assert_eq!(status, 200, "{headers:?}");
+    assert_eq!(header(&headers, "transfer-encoding"), Some("chunked"));
+    assert!(
+        header(&headers, "content-type").is_some_and(|t| t.starts_with("text/event-stream")),
+        "{headers:?}"
+    );
+    assert!(header(&headers, "date").is_some(), "{headers:?}");
+    assert_eq!(
+        header(&headers, "connection"),
+        None,
+        "kept open: {headers:?}"
+    );
+
+    // Chunks until the body's end, approving at the plan; SSE frames may span chunks.
+    let mut text = String::new();
+    let mut approved = false;
+    let body = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let data = chunk(&mut conn).await;
+            // The body's end: a zero-length chunk and no trailers (its CRLF read with it).
+            if data.is_empty() {
+                return;
+            }
+            text.push_str(std::str::from_utf8(&data).unwrap());
+            if !approved && text.contains("decompose_query") {
+                let approve =
+                    json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}});
+                assert_eq!(s.post(&format!("{D}/events/{id}"), approve).await.0, 200);
+                approved = true;
+            }
+        }
+    });
+    if body.await.is_err() {
+        panic!("the stream did not end with its run; approved: {approved}; read: {text}");
+    }
+    let ids: Vec<i64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: ").or_else(|| l.strip_prefix("id:")))
+        .map(|i| i.trim().parse().unwrap())
+        .collect();
+    assert!(ids.len() > 3, "{text}");
+    assert_eq!(ids, (0..ids.len() as i64).collect::<Vec<_>>(), "gap-free");
+    assert!(text.contains("StopEvent"), "{text}");
+
+    // The same connection: the run's status, then the stream again (now a 204: all was read).
+    let status_request = format!(
+        "GET {D}/handlers/{id} HTTP/1.1\r\nHost: {host}\r\n\r\nGET {D}/events/{id}?after_sequence={} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+        ids.last().unwrap()
+    );
+    conn.get_mut()
+        .write_all(status_request.as_bytes())
+        .await
+        .unwrap();
+    let (status, headers) = head(&mut conn).await;
+    assert_eq!(status, 200, "{headers:?}");
+    let len: usize = header(&headers, "content-length").unwrap().parse().unwrap();
+    let mut json_body = vec![0u8; len];
+    conn.read_exact(&mut json_body).await.unwrap();
+    let handler: Value = serde_json::from_slice(&json_body).unwrap();
+    assert_eq!(handler["status"], "completed", "{handler}");
+    let (status, headers) = head(&mut conn).await;
+    assert_eq!(status, 204, "{headers:?}");
+    let mut rest = Vec::new();
+    tokio::time::timeout(DEADLINE, conn.read_to_end(&mut rest))
+        .await
+        .expect("the connection closed as asked")
+        .unwrap();
+    assert!(rest.is_empty(), "nothing after a 204: {rest:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_reject_edit_approve_sqlite() {
     gate_reject_edit_approve(Dialect::Sqlite).await;

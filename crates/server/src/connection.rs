@@ -1,0 +1,406 @@
+//! One accepted HTTP/1 connection: its event-stream requests answered here, everything else
+//! by hyper.
+//!
+//! Why: an event stream is a connection that stays open for as long as its run lasts, mostly
+//! idle (10,000 readers parked at an approval gate is a case we serve). hyper keeps two 8 KiB
+//! buffers for every connection's life, to read requests and to write response heads, with no
+//! setting to shrink them: 16 KiB of the ~20 kB a parked reader held, 160 MB for 10,000. Here a
+//! stream holds no buffer while it waits; its request head is read in a buffer dropped once
+//! parsed, and each event is written as it comes.
+//!
+//! What is answered here is narrow on purpose: an HTTP/1.1 `GET` of a run's events
+//! (`/events/{id}`, also under `/deployments/{name}`), with no body, whose head came in one
+//! piece. It goes through the same router as any request (auth, CORS, errors), and only its
+//! response is written here, with `Transfer-Encoding: chunked` or its known length. Anything
+//! else (another route, a body, HTTP/1.0, a head split across reads, a head larger than
+//! [`HEAD_PEEK`]) is left unread in the socket and the connection handed to hyper, which
+//! serves it and what follows. After a stream ends, the connection is kept for the client's
+//! next request, answered here again or by hyper.
+
+use std::io;
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum::body::{Body, HttpBody as _};
+use axum::http::{self, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use futures_util::FutureExt as _;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tower::ServiceExt as _;
+
+/// The most of a request head looked at before deciding who answers it. An event-stream
+/// request is a few hundred bytes; a larger head (many cookies) is hyper's to read.
+const HEAD_PEEK: usize = 4096;
+
+/// Headers parsed in a head; a request with more is hyper's.
+const MAX_HEADERS: usize = 48;
+
+/// How long one write may wait for a client that reads nothing before the connection is
+/// dropped (its stream ends; the client reconnects with `Last-Event-ID` when it wakes).
+const WRITE_LIMIT: Duration = Duration::from_secs(30);
+
+/// Serves `tcp` until the client closes it, it fails, or `stop` turns true (then the response
+/// in flight is finished and nothing more is read).
+pub(crate) async fn serve(
+    tcp: TcpStream,
+    app: Router,
+    http: hyper::server::conn::http1::Builder,
+    mut stop: watch::Receiver<bool>,
+) {
+    // Bounded by the client's requests; each pass answers one.
+    loop {
+        match next_request(&tcp, &mut stop).await {
+            Next::Closed => return,
+            Next::Hyper => break,
+            Next::Stream(req, keep_alive) => {
+                // Boxed: the router's future is large and needed only until the response
+                // head; unboxed it would stay in this task's state for the stream's life.
+                let response = match Box::pin(app.clone().oneshot(*req)).await {
+                    Ok(response) => response,
+                    Err(infallible) => match infallible {},
+                };
+                if !respond(&tcp, response, keep_alive).await || *stop.borrow() {
+                    return;
+                }
+            }
+        }
+    }
+    // Boxed for the same reason: a connection streamed here never holds hyper's state.
+    Box::pin(serve_with_hyper(tcp, app, http, stop)).await;
+}
+
+async fn serve_with_hyper(
+    tcp: TcpStream,
+    app: Router,
+    http: hyper::server::conn::http1::Builder,
+    mut stop: watch::Receiver<bool>,
+) {
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let connection = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+    let mut connection = std::pin::pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        () = stopping(&mut stop) => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = ended {
+        tracing::trace!(error = %e, "connection ended with an error");
+    }
+}
+
+/// Resolves once the server stops (or is gone).
+async fn stopping(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Who answers the next request on a connection.
+enum Next {
+    /// An event-stream request, read from the socket: answered here. With whether the
+    /// connection stays open after it.
+    Stream(Box<Request<Body>>, bool),
+    /// Anything else, left unread: hyper's.
+    Hyper,
+    /// The client closed the connection, or the server is stopping.
+    Closed,
+}
+
+/// Waits for the next request's head and decides who answers it, by looking at it without
+/// taking it from the socket; only an event-stream request's head is then read.
+async fn next_request(tcp: &TcpStream, stop: &mut watch::Receiver<bool>) -> Next {
+    tokio::select! {
+        ready = tcp.readable() => if ready.is_err() { return Next::Closed },
+        () = stopping(stop) => return Next::Closed,
+    }
+    // Allocated once the head is there, dropped once it is parsed: an idle connection holds
+    // no buffer.
+    let mut buf = vec![0u8; HEAD_PEEK];
+    let seen = match tcp.peek(&mut buf).await {
+        Ok(0) | Err(_) => return Next::Closed,
+        Ok(n) => n,
+    };
+    let Some((req, keep_alive, head_len)) = stream_request(&buf[..seen]) else {
+        return Next::Hyper;
+    };
+    drop(buf);
+    match discard(tcp, head_len).await {
+        Ok(()) => Next::Stream(Box::new(req), keep_alive),
+        Err(_) => Next::Closed,
+    }
+}
+
+/// The request in `bytes` if it is a complete event-stream request this module answers: with
+/// whether the connection stays open after it, and the length of its head.
+fn stream_request(bytes: &[u8]) -> Option<(Request<Body>, bool, usize)> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Request::new(&mut headers);
+    let httparse::Status::Complete(head_len) = parsed.parse(bytes).ok()? else {
+        return None;
+    };
+    if parsed.method != Some("GET") || parsed.version != Some(1) {
+        return None;
+    }
+    let target = parsed.path?;
+    if !is_event_stream(target) {
+        return None;
+    }
+    let mut req = Request::builder()
+        .method(Method::GET)
+        .uri(target)
+        .version(http::Version::HTTP_11);
+    let mut keep_alive = true;
+    for h in parsed.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
+        let value = HeaderValue::from_bytes(h.value).ok()?;
+        if name == header::CONTENT_LENGTH {
+            // A body on a GET, however unusual, is for hyper to read.
+            if value.as_bytes() != b"0" {
+                return None;
+            }
+        } else if name == header::TRANSFER_ENCODING || name == header::UPGRADE {
+            return None;
+        } else if name == header::CONNECTION {
+            keep_alive &= !value
+                .to_str()
+                .ok()?
+                .split(',')
+                .any(|o| o.trim().eq_ignore_ascii_case("close"));
+        }
+        req = req.header(name, value);
+    }
+    Some((req.body(Body::empty()).ok()?, keep_alive, head_len))
+}
+
+/// `/events/{id}` or `/deployments/{name}/events/{id}`, with any query.
+fn is_event_stream(target: &str) -> bool {
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    let rest = match path.strip_prefix("/deployments/") {
+        Some(rest) => match rest.split_once('/') {
+            Some((name, rest)) if !name.is_empty() => rest,
+            _ => return false,
+        },
+        None => path.strip_prefix('/').unwrap_or(path),
+    };
+    rest.strip_prefix("events/")
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+}
+
+/// Reads and drops `len` bytes already seen in the socket (a request's head).
+async fn discard(tcp: &TcpStream, mut len: usize) -> io::Result<()> {
+    let mut sink = [0u8; 512];
+    // Bounded by `len`: each pass takes at least one byte or fails.
+    while len > 0 {
+        tcp.readable().await?;
+        let want = len.min(sink.len());
+        match tcp.try_read(&mut sink[..want]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => len -= n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// How a response's body is delimited on the wire.
+enum Framing {
+    None,
+    Length,
+    Chunked,
+}
+
+/// Writes `response` to the client; whether the connection may serve another request after.
+/// A client that goes away meanwhile ends it at once (its stream is dropped, and with it the
+/// run's follower), not at the next event or heartbeat.
+async fn respond(tcp: &TcpStream, response: Response<Body>, keep_alive: bool) -> bool {
+    let (parts, mut body) = response.into_parts();
+    let bodiless = parts.status.is_informational()
+        || parts.status == StatusCode::NO_CONTENT
+        || parts.status == StatusCode::NOT_MODIFIED;
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(b"HTTP/1.1 ");
+    head.extend_from_slice(parts.status.as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("Unknown")
+            .as_bytes(),
+    );
+    head.extend_from_slice(b"\r\n");
+    let mut declared_length = false;
+    for (name, value) in &parts.headers {
+        if name == header::CONNECTION || name == header::TRANSFER_ENCODING {
+            continue;
+        }
+        if name == header::CONTENT_LENGTH {
+            if bodiless {
+                continue;
+            }
+            declared_length = true;
+        }
+        push_header(&mut head, name.as_str(), value.as_bytes());
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        let date = httpdate::fmt_http_date(SystemTime::now());
+        push_header(&mut head, "date", date.as_bytes());
+    }
+    let framing = if bodiless {
+        Framing::None
+    } else if declared_length {
+        Framing::Length
+    } else if let Some(len) = body.size_hint().exact() {
+        push_header(&mut head, "content-length", len.to_string().as_bytes());
+        Framing::Length
+    } else {
+        push_header(&mut head, "transfer-encoding", b"chunked");
+        Framing::Chunked
+    };
+    if !keep_alive {
+        push_header(&mut head, "connection", b"close");
+    }
+    head.extend_from_slice(b"\r\n");
+    if write_all(tcp, &head).await.is_err() {
+        return false;
+    }
+    drop(head);
+    if matches!(framing, Framing::None) {
+        return keep_alive;
+    }
+    // Whether to look for the client closing: not once it has sent its next request, whose
+    // bytes wait in the socket for this response to end.
+    let mut watch_client = true;
+    // Bounded by the body, which ends with its run's stream (or the server's closing).
+    loop {
+        let frame = tokio::select! {
+            frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)) => frame,
+            ready = tcp.readable(), if watch_client => {
+                if ready.is_err() {
+                    return false;
+                }
+                let mut one = [0u8; 1];
+                match tcp.peek(&mut one).now_or_never() {
+                    // Closed (or reset): the stream is dropped here.
+                    Some(Ok(0) | Err(_)) => return false,
+                    Some(Ok(_)) => watch_client = false,
+                    // A spurious wake-up; readiness was cleared, wait again.
+                    None => {}
+                }
+                continue;
+            }
+        };
+        let data = match frame {
+            None => break,
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "response body failed; connection closed");
+                return false;
+            }
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) if !data.is_empty() => data,
+                // Trailers, or an empty chunk (which would read as the body's end).
+                _ => continue,
+            },
+        };
+        let written = match framing {
+            Framing::Chunked => {
+                let mut chunk = Vec::with_capacity(data.len() + 16);
+                chunk.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                chunk.extend_from_slice(&data);
+                chunk.extend_from_slice(b"\r\n");
+                write_all(tcp, &chunk).await
+            }
+            _ => write_all(tcp, &data).await,
+        };
+        if written.is_err() {
+            return false;
+        }
+    }
+    if matches!(framing, Framing::Chunked) && write_all(tcp, b"0\r\n\r\n").await.is_err() {
+        return false;
+    }
+    keep_alive
+}
+
+fn push_header(head: &mut Vec<u8>, name: &str, value: &[u8]) {
+    head.extend_from_slice(name.as_bytes());
+    head.extend_from_slice(b": ");
+    head.extend_from_slice(value);
+    head.extend_from_slice(b"\r\n");
+}
+
+/// Writes all of `bytes`, or fails if the client takes none of them for [`WRITE_LIMIT`].
+async fn write_all(tcp: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    // Bounded by `bytes`: each pass writes some, or waits at most the limit.
+    while !bytes.is_empty() {
+        tokio::time::timeout(WRITE_LIMIT, tcp.writable())
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        match tcp.try_write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_stream_targets() {
+        for yes in [
+            "/events/abc",
+            "/events/abc?sse=true&after_sequence=3",
+            "/deployments/default/events/abc",
+            "/deployments/x/events/abc?api_key=k",
+        ] {
+            assert!(is_event_stream(yes), "{yes}");
+        }
+        for no in [
+            "/events/",
+            "/events/abc/more",
+            "/events",
+            "/workflows/research/events",
+            "/deployments//events/abc",
+            "/deployments/x/workflows/y/events",
+            "/eventsabc",
+            "*",
+        ] {
+            assert!(!is_event_stream(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn only_whole_bodiless_http11_gets_of_a_stream_are_taken() {
+        let taken = |head: &str| stream_request(head.as_bytes()).map(|(_, keep, len)| (keep, len));
+        let get =
+            "GET /events/r1?sse=true HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n";
+        assert_eq!(taken(get), Some((true, get.len())));
+        // The head's length, not what follows it (a pipelined request stays in the socket).
+        assert_eq!(
+            taken(&format!("{get}GET /health HTTP/1.1\r\n\r\n")),
+            Some((true, get.len()))
+        );
+        assert_eq!(
+            taken("GET /events/r1 HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n"),
+            Some((false, 58))
+        );
+        for left in [
+            "GET /events/r1 HTTP/1.1\r\nHost: x\r\n",
+            "GET /events/r1 HTTP/1.0\r\n\r\n",
+            "POST /events/r1 HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+            "GET /events/r1 HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+            "GET /events/r1 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET /events/r1 HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
+            "GET /handlers/r1 HTTP/1.1\r\n\r\n",
+            "GET /events/r1 HTTP/1.1\r\nBad Header: x\r\n\r\n",
+        ] {
+            assert_eq!(taken(left), None, "{left:?}");
+        }
+    }
+}
