@@ -444,7 +444,7 @@ async fn gate_reject_edit_approve(dialect: Dialect) {
 
 /// A connection as a browser's EventSource or a proxy uses it, read byte by byte: the event
 /// stream's response is well-formed HTTP/1.1 (chunked, dated), ends with its run, and the same
-/// connection then serves the client's next requests (a run's status; the stream again).
+/// connection then serves the client's next requests (the stream again; a run's status).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_stream_connection_serves_on_after_its_stream() {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -542,15 +542,22 @@ async fn an_event_stream_connection_serves_on_after_its_stream() {
     assert_eq!(ids, (0..ids.len() as i64).collect::<Vec<_>>(), "gap-free");
     assert!(text.contains("StopEvent"), "{text}");
 
-    // The same connection: the run's status, then the stream again (now a 204: all was read).
-    let status_request = format!(
-        "GET {D}/handlers/{id} HTTP/1.1\r\nHost: {host}\r\n\r\nGET {D}/events/{id}?after_sequence={} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
-        ids.last().unwrap()
+    // The same connection: the stream again from where it ended (a 204: all was read), then,
+    // sent together, the run's status and the stream once more, the connection then closed.
+    let last = ids.last().unwrap();
+    let again =
+        format!("GET {D}/events/{id}?after_sequence={last} HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    conn.get_mut().write_all(again.as_bytes()).await.unwrap();
+    let (status, headers) = head(&mut conn).await;
+    assert_eq!(status, 204, "{headers:?}");
+    for framing in ["content-length", "transfer-encoding"] {
+        assert_eq!(header(&headers, framing), None, "{headers:?}");
+    }
+    let together = format!(
+        "GET {D}/handlers/{id} HTTP/1.1\r\nHost: {host}\r\n\r\n\
+         GET {D}/events/{id}?after_sequence={last} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
     );
-    conn.get_mut()
-        .write_all(status_request.as_bytes())
-        .await
-        .unwrap();
+    conn.get_mut().write_all(together.as_bytes()).await.unwrap();
     let (status, headers) = head(&mut conn).await;
     assert_eq!(status, 200, "{headers:?}");
     let len: usize = header(&headers, "content-length").unwrap().parse().unwrap();
