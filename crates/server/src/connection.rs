@@ -1,22 +1,22 @@
-//! One accepted HTTP/1 connection: its event-stream requests answered here, everything else
-//! by hyper.
+//! One accepted HTTP/1 connection, its requests answered here, and the odd ones by hyper.
 //!
-//! Why: an event stream is a connection that stays open for as long as its run lasts, mostly
-//! idle (10,000 readers parked at an approval gate is a case we serve). hyper keeps two 8 KiB
-//! buffers for every connection's life, to read requests and to write response heads, with no
-//! setting to shrink them: 16 KiB of the ~20 kB a parked reader held, 160 MB for 10,000. Here a
-//! stream holds no buffer while it waits; its request head is read in a buffer dropped once
-//! parsed, and each event is written as it comes.
+//! Why: hyper keeps two 8 KiB buffers for every connection's life, to read requests and to
+//! write response heads, with no setting to shrink them. An event stream is a connection that
+//! stays open as long as its run lasts, mostly idle (10,000 readers parked at an approval gate
+//! is a case we serve): those buffers were 16 KiB of the ~20 kB a parked reader held, 160 MB
+//! for 10,000. Here a connection holds no buffer between requests or while a stream waits; a
+//! request's head is read in a buffer dropped once parsed, and a response is written as its
+//! body comes.
 //!
-//! What is answered here is narrow on purpose: an HTTP/1.1 or HTTP/1.0 `GET` of a run's events
-//! (`/events/{id}`, also under `/deployments/{name}`), with no body, whose head came in one
-//! piece. It goes through the same router as any request (auth, CORS, errors), and only its
-//! response is written here: with its known length, else chunked (HTTP/1.0: until the
-//! connection closes). Anything else (another route, a body, a head split across reads, a head
-//! larger than [`HEAD_PEEK`]) is left unread in the socket and the connection handed to hyper,
-//! which serves it and what follows. After a stream ends, the connection is kept for the
-//! client's next request, answered here again or by hyper. So a stream on a connection that
-//! served another request first (a browser's pooled one, say) is hyper's, as before.
+//! Answered here: HTTP/1.1 and HTTP/1.0 requests (`GET`, `POST`, `PUT`, `PATCH`, `DELETE`,
+//! `OPTIONS`) whose head came in one piece within [`HEAD_PEEK`] bytes, with no body or one of
+//! at most [`MAX_BODY`] bytes by `Content-Length`. A client's usual flow (start a run, then
+//! follow its stream on the same connection) stays here throughout. Every request goes
+//! through the same router (auth, CORS, limits, errors); only the HTTP/1 framing is done here:
+//! a response with its known length, else chunked (HTTP/1.0: until the connection closes).
+//! Anything else (`HEAD`, `Transfer-Encoding`, `Expect`, `Upgrade`, a larger body, a head
+//! split across reads) is left unread in the socket and the connection handed to hyper, which
+//! serves it and the rest of the connection.
 
 use std::io;
 use std::time::{Duration, SystemTime};
@@ -29,9 +29,17 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tower::ServiceExt as _;
 
-/// The most of a request head looked at before deciding who answers it. An event-stream
-/// request is a few hundred bytes; a larger head (many cookies) is hyper's to read.
+/// The most of a request head looked at before deciding who answers it. This API's requests
+/// are a few hundred bytes; a larger head (many cookies) is hyper's to read.
 const HEAD_PEEK: usize = 4096;
+
+/// The largest request body read here (this API's JSON requests are well under it); a larger
+/// one is hyper's, which hands it to the router as it comes (and the router refuses one over
+/// the server's body limit before it is read).
+const MAX_BODY: u64 = 64 * 1024;
+
+/// How long a request's head or body may take to arrive once it started, per read.
+const READ_LIMIT: Duration = Duration::from_secs(30);
 
 /// Headers parsed in a head; a request with more is hyper's.
 const MAX_HEADERS: usize = 48;
@@ -53,10 +61,10 @@ pub(crate) async fn serve(
         match next_request(&tcp, &mut stop).await {
             Next::Closed => return,
             Next::Hyper => break,
-            Next::Stream(req, keep_alive) => {
+            Next::Ours(req, keep_alive) => {
                 let http10 = req.version() == http::Version::HTTP_10;
                 // Boxed: the router's future is large and needed only until the response
-                // head; unboxed it would stay in this task's state for the stream's life.
+                // head; unboxed it would stay in this task's state for a stream's life.
                 let response = match Box::pin(app.clone().oneshot(*req)).await {
                     Ok(response) => response,
                     Err(infallible) => match infallible {},
@@ -67,7 +75,7 @@ pub(crate) async fn serve(
             }
         }
     }
-    // Boxed for the same reason: a connection streamed here never holds hyper's state.
+    // Boxed for the same reason: a connection served here never holds hyper's state.
     Box::pin(serve_with_hyper(tcp, app, http, stop)).await;
 }
 
@@ -99,9 +107,9 @@ async fn stopping(stop: &mut watch::Receiver<bool>) {
 
 /// Who answers the next request on a connection.
 enum Next {
-    /// An event-stream request, read from the socket: answered here. With whether the
+    /// A request read from the socket, its body too: answered here. With whether the
     /// connection stays open after it.
-    Stream(Box<Request<Body>>, bool),
+    Ours(Box<Request<Body>>, bool),
     /// Anything else, left unread: hyper's.
     Hyper,
     /// The client closed the connection, or the server is stopping.
@@ -133,37 +141,64 @@ async fn next_request(tcp: &TcpStream, stop: &mut watch::Receiver<bool>) -> Next
         Some(Ok(n)) if n > 0 => n,
         _ => return Next::Closed,
     };
-    let Some((req, keep_alive, head_len)) = stream_request(&buf[..seen]) else {
+    let Some(head) = parse_head(&buf[..seen]) else {
         return Next::Hyper;
     };
+    // The head is taken from the socket (it is there: it was just seen), then the body.
+    if read_exactly(tcp, &mut buf[..head.len]).await.is_err() {
+        return Next::Closed;
+    }
     drop(buf);
-    match discard(tcp, head_len).await {
-        Ok(()) => Next::Stream(Box::new(req), keep_alive),
-        Err(_) => Next::Closed,
+    let body = if head.body_len == 0 {
+        Body::empty()
+    } else {
+        let mut body = vec![0u8; head.body_len];
+        if read_exactly(tcp, &mut body).await.is_err() {
+            return Next::Closed;
+        }
+        Body::from(body)
+    };
+    match head.request.body(body) {
+        Ok(req) => Next::Ours(Box::new(req), head.keep_alive),
+        Err(_) => Next::Hyper,
     }
 }
 
-/// The request in `bytes` if it is a complete event-stream request this module answers: with
-/// whether the connection stays open after it, and the length of its head.
-fn stream_request(bytes: &[u8]) -> Option<(Request<Body>, bool, usize)> {
+/// A request head answered here.
+struct Head {
+    request: http::request::Builder,
+    keep_alive: bool,
+    /// The head's length in bytes.
+    len: usize,
+    body_len: usize,
+}
+
+/// The head at the start of `bytes`, if it is whole and its request is one answered here.
+fn parse_head(bytes: &[u8]) -> Option<Head> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut parsed = httparse::Request::new(&mut headers);
-    let httparse::Status::Complete(head_len) = parsed.parse(bytes).ok()? else {
+    let httparse::Status::Complete(len) = parsed.parse(bytes).ok()? else {
         return None;
     };
-    // HTTP/1.0 too: what a proxy such as nginx speaks to its upstream unless told otherwise.
-    let http10 = match (parsed.method, parsed.version) {
-        (Some("GET"), Some(1)) => false,
-        (Some("GET"), Some(0)) => true,
+    let method = match parsed.method? {
+        "GET" => Method::GET,
+        "POST" => Method::POST,
+        "PUT" => Method::PUT,
+        "PATCH" => Method::PATCH,
+        "DELETE" => Method::DELETE,
+        "OPTIONS" => Method::OPTIONS,
+        // HEAD (a GET's head with no body), CONNECT, TRACE, anything else: hyper's.
         _ => return None,
     };
-    let target = parsed.path?;
-    if !is_event_stream(target) {
-        return None;
-    }
-    let mut req = Request::builder()
-        .method(Method::GET)
-        .uri(target)
+    // HTTP/1.0 too: what a proxy such as nginx speaks to its upstream unless told otherwise.
+    let http10 = match parsed.version? {
+        1 => false,
+        0 => true,
+        _ => return None,
+    };
+    let mut request = Request::builder()
+        .method(method)
+        .uri(parsed.path?)
         .version(if http10 {
             http::Version::HTTP_10
         } else {
@@ -172,15 +207,21 @@ fn stream_request(bytes: &[u8]) -> Option<(Request<Body>, bool, usize)> {
     // An HTTP/1.0 connection is closed after its response (its body may be delimited by the
     // close); an HTTP/1.1 one is kept unless the client asks otherwise.
     let mut keep_alive = !http10;
+    let mut body_len: Option<u64> = None;
     for h in parsed.headers.iter() {
         let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
         let value = HeaderValue::from_bytes(h.value).ok()?;
         if name == header::CONTENT_LENGTH {
-            // A body on a GET, however unusual, is for hyper to read.
-            if value.as_bytes() != b"0" {
+            // Copies must agree (else hyper refuses the request); a larger body is hyper's.
+            let n = value.to_str().ok()?.trim().parse::<u64>().ok()?;
+            if body_len.is_some_and(|first| first != n) || n > MAX_BODY {
                 return None;
             }
-        } else if name == header::TRANSFER_ENCODING || name == header::UPGRADE {
+            body_len = Some(n);
+        } else if name == header::TRANSFER_ENCODING
+            || name == header::UPGRADE
+            || name == header::EXPECT
+        {
             return None;
         } else if name == header::CONNECTION {
             keep_alive &= !value
@@ -189,36 +230,30 @@ fn stream_request(bytes: &[u8]) -> Option<(Request<Body>, bool, usize)> {
                 .split(',')
                 .any(|o| o.trim().eq_ignore_ascii_case("close"));
         }
-        req = req.header(name, value);
+        request = request.header(name, value);
     }
-    Some((req.body(Body::empty()).ok()?, keep_alive, head_len))
+    Some(Head {
+        request,
+        keep_alive,
+        len,
+        body_len: usize::try_from(body_len.unwrap_or(0)).ok()?,
+    })
 }
 
-/// `/events/{id}` or `/deployments/{name}/events/{id}`, with any query.
-fn is_event_stream(target: &str) -> bool {
-    let path = target.split_once('?').map_or(target, |(p, _)| p);
-    let rest = match path.strip_prefix("/deployments/") {
-        Some(rest) => match rest.split_once('/') {
-            Some((name, rest)) if !name.is_empty() => rest,
-            _ => return false,
-        },
-        None => path.strip_prefix('/').unwrap_or(path),
-    };
-    rest.strip_prefix("events/")
-        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
-}
-
-/// Reads and drops `len` bytes already seen in the socket (a request's head).
-async fn discard(tcp: &TcpStream, mut len: usize) -> io::Result<()> {
-    let mut sink = [0u8; 512];
-    // Bounded by `len`: each pass takes at least one byte or fails.
-    while len > 0 {
-        tcp.readable().await?;
-        let want = len.min(sink.len());
-        match tcp.try_read(&mut sink[..want]) {
+/// Fills `buf` from the socket, or fails if the client sends nothing for [`READ_LIMIT`] or
+/// closes first.
+async fn read_exactly(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<()> {
+    let mut filled = 0;
+    // Bounded by `buf`: each pass reads some, or waits at most the limit.
+    while filled < buf.len() {
+        match tcp.try_read(&mut buf[filled..]) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => len -= n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                tokio::time::timeout(READ_LIMIT, tcp.readable())
+                    .await
+                    .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+            }
             Err(e) => return Err(e),
         }
     }
@@ -418,58 +453,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn event_stream_targets() {
-        for yes in [
-            "/events/abc",
-            "/events/abc?sse=true&after_sequence=3",
-            "/deployments/default/events/abc",
-            "/deployments/x/events/abc?api_key=k",
-        ] {
-            assert!(is_event_stream(yes), "{yes}");
-        }
-        for no in [
-            "/events/",
-            "/events/abc/more",
-            "/events",
-            "/workflows/research/events",
-            "/deployments//events/abc",
-            "/deployments/x/workflows/y/events",
-            "/eventsabc",
-            "*",
-        ] {
-            assert!(!is_event_stream(no), "{no}");
-        }
-    }
-
-    #[test]
-    fn only_whole_bodiless_http11_gets_of_a_stream_are_taken() {
-        let taken = |head: &str| stream_request(head.as_bytes()).map(|(_, keep, len)| (keep, len));
+    fn which_requests_are_answered_here() {
+        let taken =
+            |head: &str| parse_head(head.as_bytes()).map(|h| (h.keep_alive, h.len, h.body_len));
         let get =
             "GET /events/r1?sse=true HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n";
-        assert_eq!(taken(get), Some((true, get.len())));
+        assert_eq!(taken(get), Some((true, get.len(), 0)));
         // The head's length, not what follows it (a pipelined request stays in the socket).
         assert_eq!(
             taken(&format!("{get}GET /health HTTP/1.1\r\n\r\n")),
-            Some((true, get.len()))
+            Some((true, get.len(), 0))
         );
-        assert_eq!(
-            taken("GET /events/r1 HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n"),
-            Some((false, 58))
-        );
+        let close = "GET /handlers HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n";
+        assert_eq!(taken(close), Some((false, close.len(), 0)));
         // HTTP/1.0: closed after.
         let http10 = "GET /events/r1 HTTP/1.0\r\n\r\n";
-        assert_eq!(taken(http10), Some((false, http10.len())));
+        assert_eq!(taken(http10), Some((false, http10.len(), 0)));
+        // A body by its length, read after the head (whether or not it came with it).
+        let post = "POST /workflows/w/run-nowait HTTP/1.1\r\nContent-Length: 2\r\n\r\n";
+        assert_eq!(taken(&format!("{post}{{}}")), Some((true, post.len(), 2)));
+        assert_eq!(taken(post), Some((true, post.len(), 2)));
+        let twice = "PUT /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n";
+        assert_eq!(taken(twice), Some((true, twice.len(), 3)));
+        let most = format!("POST /x HTTP/1.1\r\nContent-Length: {MAX_BODY}\r\n\r\n");
+        assert_eq!(taken(&most), Some((true, most.len(), MAX_BODY as usize)));
         for left in [
             "GET /events/r1 HTTP/1.1\r\nHost: x\r\n",
             "get /events/r1 HTTP/1.1\r\n\r\n",
             "HEAD /events/r1 HTTP/1.1\r\n\r\n",
+            "CONNECT x:443 HTTP/1.1\r\n\r\n",
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
             "GET /events/r1 HTTP/1.1\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+            "POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            "POST /x HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n",
+            &format!(
+                "POST /x HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+                MAX_BODY + 1
+            ),
+            "POST /x HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n",
             "GET /events/r1 HTTP/1.1\r\nX-Folded: a\r\n b\r\n\r\n",
-            "POST /events/r1 HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
-            "GET /events/r1 HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
-            "GET /events/r1 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
             "GET /events/r1 HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
-            "GET /handlers/r1 HTTP/1.1\r\n\r\n",
             "GET /events/r1 HTTP/1.1\r\nBad Header: x\r\n\r\n",
             &format!(
                 "GET /events/r1 HTTP/1.1\r\n{}\r\n",
@@ -557,6 +582,34 @@ mod tests {
                 get(|| async { ([(header::CONNECTION, "close")], "x") }),
             )
             .route("/events/nothing", get(|| async { StatusCode::NO_CONTENT }))
+            .route(
+                "/echo",
+                axum::routing::post(|body: String| async move { body }),
+            )
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_and_the_connection_serves_on() {
+        let (addr, _stop, _task) = served(framing_app()).await;
+        let mut conn = TcpStream::connect(&addr).await.unwrap();
+        // The head first, its body in a write of its own (as some clients send them).
+        conn.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n")
+            .await
+            .unwrap();
+        conn.flush().await.unwrap();
+        conn.write_all(b"hello there").await.unwrap();
+        let mut got = String::new();
+        read_until(&mut conn, &mut got, "hello there").await;
+        assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
+        assert!(got.contains("\r\ncontent-length: 11\r\n"), "{got}");
+        // Then a stream on the same connection, as a client starts a run and follows it.
+        conn.write_all(b"GET /events/chunks HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut next = String::new();
+        read_until(&mut conn, &mut next, "0\r\n\r\n").await;
+        assert!(next.starts_with("HTTP/1.1 200 OK\r\n"), "{next}");
+        assert_eq!(body_of(&next), "1\r\na\r\n2\r\nbc\r\n0\r\n\r\n");
     }
 
     #[tokio::test]
@@ -648,9 +701,10 @@ mod tests {
 
     #[tokio::test]
     async fn stopping_is_not_held_up_by_idle_connections() {
-        let app = framing_app().route("/other", get(|| async { "other" }));
+        let app = framing_app().route("/other", axum::routing::post(|| async { "other" }));
         let (addr, stop, task) = served(app).await;
-        // Idle before any request; after a 204 written here; after a request hyper served.
+        // Idle before any request; after a 204 written here; after a request hyper served
+        // (a chunked body).
         let before = TcpStream::connect(&addr).await.unwrap();
         let mut after_ours = TcpStream::connect(&addr).await.unwrap();
         after_ours
@@ -660,7 +714,9 @@ mod tests {
         read_until(&mut after_ours, &mut String::new(), "\r\n\r\n").await;
         let mut after_hyper = TcpStream::connect(&addr).await.unwrap();
         after_hyper
-            .write_all(b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
+            .write_all(
+                b"POST /other HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            )
             .await
             .unwrap();
         read_until(&mut after_hyper, &mut String::new(), "other").await;

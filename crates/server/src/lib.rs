@@ -91,11 +91,12 @@ impl ServerConfig {
 /// Serves `app` on `listener` until `shutdown` resolves; then accepts nothing more, lets
 /// every open connection finish the request it is serving, and returns once all have closed.
 ///
-/// HTTP/1. A run's event stream is answered by [`connection`] itself, which holds no buffer
-/// while the stream waits; every other request goes to hyper's own HTTP/1 connection builder.
-/// Not `axum::serve`: it sniffs each connection's protocol first and hands the bytes it read
-/// back to hyper through a rewinding wrapper, so hyper's first read is a short one and its
-/// read buffer, grown on the next, is 16 KiB for the connection's life (8 KiB read directly).
+/// HTTP/1. Requests are read and their responses written by [`connection`], which holds no
+/// buffer between requests or while an event stream waits; the odd ones (`HEAD`, chunked or
+/// large bodies, `Expect`, upgrades) go to hyper's own HTTP/1 connection builder with the
+/// rest of their connection. Not `axum::serve`: it sniffs each connection's protocol first and
+/// hands the bytes it read back to hyper through a rewinding wrapper, so hyper's read buffer
+/// is 16 KiB for the connection's life (8 KiB read directly).
 ///
 /// Nagle's algorithm is off: an SSE event or a small response is sent when written, not held
 /// back until the client acknowledges the previous one (with delayed acknowledgements that
