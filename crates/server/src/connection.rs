@@ -33,13 +33,23 @@ use tower::ServiceExt as _;
 /// are a few hundred bytes; a larger head (many cookies) is hyper's to read.
 const HEAD_PEEK: usize = 4096;
 
+/// The longest response body written in one write with its head, when it is at hand.
+const WITH_HEAD: u64 = 16 * 1024;
+
 /// The largest request body read here (this API's JSON requests are well under it); a larger
 /// one is hyper's, which hands it to the router as it comes (and the router refuses one over
 /// the server's body limit before it is read).
 const MAX_BODY: u64 = 64 * 1024;
 
-/// How long a request's head or body may take to arrive once it started, per read.
+/// How long a read of a request's head or body may wait for the client.
 const READ_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long a request's body may take to arrive in all.
+const BODY_LIMIT: Duration = Duration::from_secs(60);
+
+/// The most of a body taken from the socket at a time: a body is held as it comes, not
+/// allocated whole from the length its head declares.
+const BODY_STEP: usize = 8 * 1024;
 
 /// Headers parsed in a head; a request with more is hyper's.
 const MAX_HEADERS: usize = 48;
@@ -69,6 +79,8 @@ pub(crate) async fn serve(
                     Ok(response) => response,
                     Err(infallible) => match infallible {},
                 };
+                // A server stopping says so, and takes no next request on this connection.
+                let keep_alive = keep_alive && !*stop.borrow();
                 if !respond(&tcp, response, keep_alive, http10).await || *stop.borrow() {
                     return;
                 }
@@ -137,9 +149,14 @@ async fn next_request(tcp: &TcpStream, stop: &mut watch::Receiver<bool>) -> Next
     // Allocated once the head is there, dropped once it is parsed: an idle connection holds
     // no buffer.
     let mut buf = vec![0u8; HEAD_PEEK];
-    let seen = match tcp.peek(&mut buf).now_or_never() {
-        Some(Ok(n)) if n > 0 => n,
-        _ => return Next::Closed,
+    // At once: the socket holds bytes (awaited, not polled once: a task out of its budget
+    // would see nothing there).
+    let seen = tokio::select! {
+        seen = tcp.peek(&mut buf) => match seen {
+            Ok(n) if n > 0 => n,
+            _ => return Next::Closed,
+        },
+        () = stopping(stop) => return Next::Closed,
     };
     let Some(head) = parse_head(&buf[..seen]) else {
         return Next::Hyper;
@@ -152,15 +169,23 @@ async fn next_request(tcp: &TcpStream, stop: &mut watch::Receiver<bool>) -> Next
     let body = if head.body_len == 0 {
         Body::empty()
     } else {
-        let mut body = vec![0u8; head.body_len];
-        if read_exactly(tcp, &mut body).await.is_err() {
-            return Next::Closed;
+        // One deadline for the whole body, and none of it kept past the server stopping.
+        tokio::select! {
+            body = tokio::time::timeout(BODY_LIMIT, read_body(tcp, head.body_len)) => match body {
+                Ok(Ok(body)) => Body::from(body),
+                _ => return Next::Closed,
+            },
+            () = stopping(stop) => return Next::Closed,
         }
-        Body::from(body)
     };
     match head.request.body(body) {
         Ok(req) => Next::Ours(Box::new(req), head.keep_alive),
-        Err(_) => Next::Hyper,
+        // Not reached: every part was checked in `parse_head`. The head is read, so the
+        // connection cannot be handed on.
+        Err(e) => {
+            tracing::warn!(error = %e, "request head accepted but not buildable; connection closed");
+            Next::Closed
+        }
     }
 }
 
@@ -196,9 +221,11 @@ fn parse_head(bytes: &[u8]) -> Option<Head> {
         0 => true,
         _ => return None,
     };
+    // A target `http` does not take (`<`, a relative path) is hyper's to refuse, unread.
+    let uri = http::Uri::try_from(parsed.path?).ok()?;
     let mut request = Request::builder()
         .method(method)
-        .uri(parsed.path?)
+        .uri(uri)
         .version(if http10 {
             http::Version::HTTP_10
         } else {
@@ -213,7 +240,12 @@ fn parse_head(bytes: &[u8]) -> Option<Head> {
         let value = HeaderValue::from_bytes(h.value).ok()?;
         if name == header::CONTENT_LENGTH {
             // Copies must agree (else hyper refuses the request); a larger body is hyper's.
-            let n = value.to_str().ok()?.trim().parse::<u64>().ok()?;
+            // Digits only, as RFC 9110 has it (`u64` parsing would also take a `+`).
+            let digits = value.as_bytes();
+            if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let n = value.to_str().ok()?.parse::<u64>().ok()?;
             if body_len.is_some_and(|first| first != n) || n > MAX_BODY {
                 return None;
             }
@@ -243,14 +275,55 @@ fn parse_head(bytes: &[u8]) -> Option<Head> {
 /// Fills `buf` from the socket, or fails if the client sends nothing for [`READ_LIMIT`] or
 /// closes first.
 async fn read_exactly(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<()> {
-    let mut filled = 0;
-    // Bounded by `buf`: each pass reads some, or waits at most the limit.
-    while filled < buf.len() {
-        match tcp.try_read(&mut buf[filled..]) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => filled += n,
+    let len = buf.len();
+    transfer(
+        len,
+        |done| tcp.try_read(&mut buf[done..]),
+        || tokio::time::timeout(READ_LIMIT, tcp.readable()),
+        io::ErrorKind::UnexpectedEof,
+    )
+    .await
+}
+
+/// Reads a body of `len` bytes, growing it as it comes (each read waits at most
+/// [`READ_LIMIT`]).
+async fn read_body(tcp: &TcpStream, len: usize) -> io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    transfer(
+        len,
+        |done| {
+            body.resize(done + (len - done).min(BODY_STEP), 0);
+            let read = tcp.try_read(&mut body[done..]);
+            body.truncate(done + read.as_ref().map_or(0, |n| *n));
+            read
+        },
+        || tokio::time::timeout(READ_LIMIT, tcp.readable()),
+        io::ErrorKind::UnexpectedEof,
+    )
+    .await?;
+    Ok(body)
+}
+
+/// Moves `len` bytes with `step` (a read or write from the offset done so far, which returns
+/// how many it moved), waiting with `ready` whenever the socket would block; `stalled` is the
+/// error for a step that moves nothing (the other side closed).
+async fn transfer<F>(
+    len: usize,
+    mut step: impl FnMut(usize) -> io::Result<usize>,
+    ready: impl Fn() -> tokio::time::Timeout<F>,
+    stalled: io::ErrorKind,
+) -> io::Result<()>
+where
+    F: std::future::Future<Output = io::Result<()>>,
+{
+    let mut done = 0;
+    // Bounded by `len`: each pass moves some, or waits at most the limit of `ready`.
+    while done < len {
+        match step(done) {
+            Ok(0) => return Err(stalled.into()),
+            Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                tokio::time::timeout(READ_LIMIT, tcp.readable())
+                ready()
                     .await
                     .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
             }
@@ -340,6 +413,32 @@ async fn respond(
         push_header(&mut head, "connection", b"close");
     }
     head.extend_from_slice(b"\r\n");
+    // A short body already at hand goes out with the head, in one write (one packet for most
+    // JSON answers); what it was not is polled below.
+    let mut pending = None;
+    if let Framing::Length(left) = &mut framing
+        && *left <= WITH_HEAD
+    {
+        match std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).now_or_never()
+        {
+            Some(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => {
+                    let take = data.len().min(*left as usize);
+                    head.extend_from_slice(&data[..take]);
+                    *left -= take as u64;
+                    if take < data.len() {
+                        tracing::warn!(
+                            "response body longer than its content-length; connection closed"
+                        );
+                        let _ = write_all(tcp, &head).await;
+                        return false;
+                    }
+                }
+                Err(frame) => pending = Some(Some(Ok(frame))),
+            },
+            polled => pending = polled,
+        }
+    }
     if write_all(tcp, &head).await.is_err() {
         return false;
     }
@@ -352,7 +451,9 @@ async fn respond(
     let mut watch_client = true;
     // Bounded by the body, which ends with its run's stream (or the server's closing).
     loop {
-        let frame = tokio::select! {
+        let frame = match pending.take() {
+            Some(frame) => frame,
+            None => tokio::select! {
             frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)) => frame,
             ready = tcp.readable(), if watch_client => {
                 if ready.is_err() {
@@ -369,44 +470,12 @@ async fn respond(
                 }
                 continue;
             }
-        };
-        let data = match frame {
-            None => break,
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "response body failed; connection closed");
-                return false;
-            }
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) if !data.is_empty() => data,
-                // Trailers, or an empty chunk (which would read as the body's end).
-                _ => continue,
             },
         };
-        let written = match &mut framing {
-            Framing::Chunked => {
-                let mut chunk = Vec::with_capacity(data.len() + 16);
-                chunk.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-                chunk.extend_from_slice(&data);
-                chunk.extend_from_slice(b"\r\n");
-                write_all(tcp, &chunk).await
-            }
-            Framing::Length(left) => {
-                // Never more than declared: what follows would be read as another response.
-                let take = data.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
-                *left -= take as u64;
-                let written = write_all(tcp, &data[..take]).await;
-                if take < data.len() {
-                    tracing::warn!(
-                        "response body longer than its content-length; connection closed"
-                    );
-                    return false;
-                }
-                written
-            }
-            Framing::Close | Framing::None => write_all(tcp, &data).await,
-        };
-        if written.is_err() {
-            return false;
+        match write_frame(tcp, frame, &mut framing).await {
+            Sent::More => {}
+            Sent::End => break,
+            Sent::Failed => return false,
         }
     }
     match framing {
@@ -421,6 +490,62 @@ async fn respond(
     }
 }
 
+/// What became of a frame of a response body.
+enum Sent {
+    /// Written (or nothing to write); more may come.
+    More,
+    /// The body ended.
+    End,
+    /// The body failed, was longer than declared, or the client could not be written to:
+    /// the connection is done.
+    Failed,
+}
+
+/// Writes one polled frame of a response body as `framing` has it.
+async fn write_frame(
+    tcp: &TcpStream,
+    frame: Option<Result<hyper::body::Frame<axum::body::Bytes>, axum::Error>>,
+    framing: &mut Framing,
+) -> Sent {
+    let data = match frame {
+        None => return Sent::End,
+        Some(Err(e)) => {
+            tracing::debug!(error = %e, "response body failed; connection closed");
+            return Sent::Failed;
+        }
+        Some(Ok(frame)) => match frame.into_data() {
+            Ok(data) if !data.is_empty() => data,
+            // Trailers, or an empty chunk (which would read as the body's end).
+            _ => return Sent::More,
+        },
+    };
+    let written = match framing {
+        Framing::Chunked => {
+            let mut chunk = Vec::with_capacity(data.len() + 16);
+            chunk.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            chunk.extend_from_slice(&data);
+            chunk.extend_from_slice(b"\r\n");
+            write_all(tcp, &chunk).await
+        }
+        Framing::Length(left) => {
+            // Never more than declared: what follows would be read as another response.
+            let take = data.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+            *left -= take as u64;
+            let written = write_all(tcp, &data[..take]).await;
+            if take < data.len() {
+                tracing::warn!("response body longer than its content-length; connection closed");
+                return Sent::Failed;
+            }
+            written
+        }
+        Framing::Close | Framing::None => write_all(tcp, &data).await,
+    };
+    if written.is_err() {
+        return Sent::Failed;
+    }
+    Sent::More
+}
+
 fn push_header(head: &mut Vec<u8>, name: &str, value: &[u8]) {
     head.extend_from_slice(name.as_bytes());
     head.extend_from_slice(b": ");
@@ -428,24 +553,17 @@ fn push_header(head: &mut Vec<u8>, name: &str, value: &[u8]) {
     head.extend_from_slice(b"\r\n");
 }
 
-/// Writes all of `bytes`, or fails if the client takes none of them for [`WRITE_LIMIT`].
-async fn write_all(tcp: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
-    // Bounded by `bytes`: each pass writes some, or waits at most the limit. The socket is
-    // tried first: it mostly has room, and a timer armed for every event or heartbeat of
-    // 10,000 streams costs more than the write.
-    while !bytes.is_empty() {
-        match tcp.try_write(bytes) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                tokio::time::timeout(WRITE_LIMIT, tcp.writable())
-                    .await
-                    .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+/// Writes all of `bytes`, or fails if the client takes none of them for [`WRITE_LIMIT`]. The
+/// socket is tried first: it mostly has room, and a timer armed for every event or heartbeat
+/// of 10,000 streams costs more than the write.
+async fn write_all(tcp: &TcpStream, bytes: &[u8]) -> io::Result<()> {
+    transfer(
+        bytes.len(),
+        |done| tcp.try_write(&bytes[done..]),
+        || tokio::time::timeout(WRITE_LIMIT, tcp.writable()),
+        io::ErrorKind::WriteZero,
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -487,6 +605,10 @@ mod tests {
             "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
             "POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            "POST /x HTTP/1.1\r\nContent-Length: +5\r\n\r\n",
+            "POST /x HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+            "GET /a<b HTTP/1.1\r\n\r\n",
+            "GET a/b HTTP/1.1\r\n\r\n",
             "POST /x HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n",
             &format!(
                 "POST /x HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
@@ -662,6 +784,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn requests_sent_together_are_answered_in_turn() {
+        let (addr, _stop, _task) = served(framing_app()).await;
+        let mut conn = TcpStream::connect(&addr).await.unwrap();
+        // A body and the requests after it in one write; the last one's target is refused
+        // (by hyper, to which the connection goes with it unread).
+        conn.write_all(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nfirst\
+              GET /events/chunks HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /a<b HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut got = String::new();
+        read_until(&mut conn, &mut got, "HTTP/1.1 400").await;
+        let answers: Vec<&str> = got.split("HTTP/1.1 ").skip(1).collect();
+        assert_eq!(answers.len(), 3, "{got}");
+        assert!(
+            answers[0].starts_with("200 OK") && answers[0].ends_with("\r\n\r\nfirst"),
+            "{got}"
+        );
+        assert!(
+            answers[1].starts_with("200 OK")
+                && answers[1].ends_with("\r\n\r\n1\r\na\r\n2\r\nbc\r\n0\r\n\r\n"),
+            "{got}"
+        );
+        assert!(answers[2].starts_with("400"), "{got}");
+    }
+
+    #[tokio::test]
     async fn a_request_sent_while_a_stream_is_open_is_answered_after_it() {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, io::Error>>(4);
         let rx = std::sync::Arc::new(std::sync::Mutex::new(Some(rx)));
@@ -720,6 +871,12 @@ mod tests {
             .await
             .unwrap();
         read_until(&mut after_hyper, &mut String::new(), "other").await;
+        // Halfway through a body.
+        let mut mid_body = TcpStream::connect(&addr).await.unwrap();
+        mid_body
+            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf")
+            .await
+            .unwrap();
         stop.send(()).unwrap();
         tokio::time::timeout(DEADLINE, task)
             .await
@@ -729,13 +886,17 @@ mod tests {
             ("before", before),
             ("after ours", after_ours),
             ("after hyper", after_hyper),
+            ("halfway through a body", mid_body),
         ] {
             let mut rest = Vec::new();
-            tokio::time::timeout(DEADLINE, conn.read_to_end(&mut rest))
+            let closed = tokio::time::timeout(DEADLINE, conn.read_to_end(&mut rest))
                 .await
-                .unwrap_or_else(|_| panic!("{what}: closed"))
-                .unwrap();
-            assert!(rest.is_empty(), "{what}: {rest:?}");
+                .unwrap_or_else(|_| panic!("{what}: closed"));
+            match closed {
+                Ok(_) => assert!(rest.is_empty(), "{what}: {rest:?}"),
+                // A request left unread when the server stopped: closed with a reset.
+                Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{what}: {e}"),
+            }
         }
     }
 }

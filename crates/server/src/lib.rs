@@ -94,9 +94,9 @@ impl ServerConfig {
 /// HTTP/1. Requests are read and their responses written by [`connection`], which holds no
 /// buffer between requests or while an event stream waits; the odd ones (`HEAD`, chunked or
 /// large bodies, `Expect`, upgrades) go to hyper's own HTTP/1 connection builder with the
-/// rest of their connection. Not `axum::serve`: it sniffs each connection's protocol first and
-/// hands the bytes it read back to hyper through a rewinding wrapper, so hyper's read buffer
-/// is 16 KiB for the connection's life (8 KiB read directly).
+/// rest of their connection, the bytes left unread in the socket for hyper to read directly
+/// (with `axum::serve`, which hands bytes it read back to hyper through a rewinding wrapper,
+/// hyper's read buffer was 16 KiB for the connection's life, not 8).
 ///
 /// Nagle's algorithm is off: an SSE event or a small response is sent when written, not held
 /// back until the client acknowledges the previous one (with delayed acknowledgements that
