@@ -129,7 +129,7 @@ enum Next {
 }
 
 /// Waits for the next request's head and decides who answers it, by looking at it without
-/// taking it from the socket; only an event-stream request's head is then read.
+/// taking it from the socket; only a request answered here is then read, body and all.
 async fn next_request(tcp: &TcpStream, stop: &mut watch::Receiver<bool>) -> Next {
     // Bounded by the client: each pass waits for the socket to be readable, and a readiness
     // that turns out stale (tokio keeps it after a read that emptied the socket) is cleared
@@ -454,22 +454,22 @@ async fn respond(
         let frame = match pending.take() {
             Some(frame) => frame,
             None => tokio::select! {
-            frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)) => frame,
-            ready = tcp.readable(), if watch_client => {
-                if ready.is_err() {
-                    return false;
+                frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)) => frame,
+                ready = tcp.readable(), if watch_client => {
+                    if ready.is_err() {
+                        return false;
+                    }
+                    // A client that half-closes is taken as gone, as hyper takes it.
+                    let mut one = [0u8; 1];
+                    match tcp.peek(&mut one).now_or_never() {
+                        Some(Ok(0) | Err(_)) => return false,
+                        Some(Ok(_)) => watch_client = false,
+                        // Nothing there (the readiness was stale, and is cleared now) or this
+                        // task's budget ran out: wait again.
+                        None => {}
+                    }
+                    continue;
                 }
-                // A client that half-closes is taken as gone, as hyper takes it.
-                let mut one = [0u8; 1];
-                match tcp.peek(&mut one).now_or_never() {
-                    Some(Ok(0) | Err(_)) => return false,
-                    Some(Ok(_)) => watch_client = false,
-                    // Nothing there (the readiness was stale, and is cleared now) or this
-                    // task's budget ran out: wait again.
-                    None => {}
-                }
-                continue;
-            }
             },
         };
         match write_frame(tcp, frame, &mut framing).await {
