@@ -68,7 +68,8 @@ pub(crate) async fn serve(
 ) {
     // Bounded by the client's requests; each pass answers one.
     loop {
-        match next_request(&tcp, &mut stop).await {
+        // Boxed: its state (a head being read) is not needed while a response is written.
+        match Box::pin(next_request(&tcp, &mut stop)).await {
             Next::Closed => return,
             Next::Hyper => break,
             Next::Ours(req, keep_alive) => {
@@ -162,7 +163,10 @@ async fn next_request(tcp: &TcpStream, stop: &mut watch::Receiver<bool>) -> Next
         return Next::Hyper;
     };
     // The head is taken from the socket (it is there: it was just seen), then the body.
-    if read_exactly(tcp, &mut buf[..head.len]).await.is_err() {
+    if Box::pin(read_exactly(tcp, &mut buf[..head.len]))
+        .await
+        .is_err()
+    {
         return Next::Closed;
     }
     drop(buf);
@@ -170,8 +174,12 @@ async fn next_request(tcp: &TcpStream, stop: &mut watch::Receiver<bool>) -> Next
         Body::empty()
     } else {
         // One deadline for the whole body, and none of it kept past the server stopping.
+        let body = Box::pin(tokio::time::timeout(
+            BODY_LIMIT,
+            read_body(tcp, head.body_len),
+        ));
         tokio::select! {
-            body = tokio::time::timeout(BODY_LIMIT, read_body(tcp, head.body_len)) => match body {
+            body = body => match body {
                 Ok(Ok(body)) => Body::from(body),
                 _ => return Next::Closed,
             },
@@ -413,6 +421,8 @@ async fn respond(
         push_header(&mut head, "connection", b"close");
     }
     head.extend_from_slice(b"\r\n");
+    // Not kept past here: what is held across the writes below is in every stream's task.
+    drop(parts);
     // A short body already at hand goes out with the head, in one write (one packet for most
     // JSON answers); what it was not is polled below.
     let mut pending = None;
@@ -430,7 +440,7 @@ async fn respond(
                         tracing::warn!(
                             "response body longer than its content-length; connection closed"
                         );
-                        let _ = write_all(tcp, &head).await;
+                        let _ = Box::pin(write_all(tcp, &head)).await;
                         return false;
                     }
                 }
@@ -439,7 +449,7 @@ async fn respond(
             polled => pending = polled,
         }
     }
-    if write_all(tcp, &head).await.is_err() {
+    if Box::pin(write_all(tcp, &head)).await.is_err() {
         return false;
     }
     drop(head);
@@ -472,14 +482,16 @@ async fn respond(
                 }
             },
         };
-        match write_frame(tcp, frame, &mut framing).await {
+        // Boxed, as the other writes here: a write's state (a deadline among it) is needed
+        // only while it lasts, and unboxed it would be in every connection's task for life.
+        match Box::pin(write_frame(tcp, frame, &mut framing)).await {
             Sent::More => {}
             Sent::End => break,
             Sent::Failed => return false,
         }
     }
     match framing {
-        Framing::Chunked => write_all(tcp, b"0\r\n\r\n").await.is_ok() && keep_alive,
+        Framing::Chunked => Box::pin(write_all(tcp, b"0\r\n\r\n")).await.is_ok() && keep_alive,
         // Short of its declared length: the client can only tell by the connection closing.
         Framing::Length(left) if left > 0 => {
             tracing::warn!("response body shorter than its content-length; connection closed");
