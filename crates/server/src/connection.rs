@@ -239,9 +239,7 @@ fn parse_head(bytes: &[u8]) -> Option<Head> {
         } else {
             http::Version::HTTP_11
         });
-    // An HTTP/1.0 connection is closed after its response (its body may be delimited by the
-    // close); an HTTP/1.1 one is kept unless the client asks otherwise.
-    let mut keep_alive = !http10;
+    let (mut close, mut keep) = (false, false);
     let mut body_len: Option<u64> = None;
     for h in parsed.headers.iter() {
         let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
@@ -264,17 +262,16 @@ fn parse_head(bytes: &[u8]) -> Option<Head> {
         {
             return None;
         } else if name == header::CONNECTION {
-            keep_alive &= !value
-                .to_str()
-                .ok()?
-                .split(',')
-                .any(|o| o.trim().eq_ignore_ascii_case("close"));
+            close |= has_token(&value, "close");
+            keep |= has_token(&value, "keep-alive");
         }
         request = request.header(name, value);
     }
     Some(Head {
         request,
-        keep_alive,
+        // An HTTP/1.1 connection is kept unless the client asks otherwise; an HTTP/1.0 one
+        // only if it asks (and the response's length is known: see `respond`).
+        keep_alive: !close && (!http10 || keep),
         len,
         body_len: usize::try_from(body_len.unwrap_or(0)).ok()?,
     })
@@ -391,9 +388,7 @@ async fn respond(
     for (name, value) in &parts.headers {
         if name == header::CONNECTION {
             // The router's own close (hyper honours it too).
-            keep_alive &= !value
-                .to_str()
-                .is_ok_and(|v| v.split(',').any(|o| o.trim().eq_ignore_ascii_case("close")));
+            keep_alive &= !has_token(value, "close");
             continue;
         }
         if name == header::TRANSFER_ENCODING || name == header::CONTENT_LENGTH {
@@ -419,6 +414,9 @@ async fn respond(
     };
     if !keep_alive {
         push_header(&mut head, "connection", b"close");
+    } else if http10 {
+        // HTTP/1.0 closes unless told otherwise.
+        push_header(&mut head, "connection", b"keep-alive");
     }
     head.extend_from_slice(b"\r\n");
     // Not kept past here: what is held across the writes below is in every stream's task.
@@ -558,6 +556,13 @@ async fn write_frame(
     Sent::More
 }
 
+/// Whether a `Connection` header lists `token`.
+fn has_token(value: &HeaderValue, token: &str) -> bool {
+    value
+        .to_str()
+        .is_ok_and(|v| v.split(',').any(|o| o.trim().eq_ignore_ascii_case(token)))
+}
+
 fn push_header(head: &mut Vec<u8>, name: &str, value: &[u8]) {
     head.extend_from_slice(name.as_bytes());
     head.extend_from_slice(b": ");
@@ -596,9 +601,11 @@ mod tests {
         );
         let close = "GET /handlers HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n";
         assert_eq!(taken(close), Some((false, close.len(), 0)));
-        // HTTP/1.0: closed after.
+        // HTTP/1.0: closed after, unless it asks to keep the connection.
         let http10 = "GET /events/r1 HTTP/1.0\r\n\r\n";
         assert_eq!(taken(http10), Some((false, http10.len(), 0)));
+        let kept = "GET /handlers HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n";
+        assert_eq!(taken(kept), Some((true, kept.len(), 0)));
         // A body by its length, read after the head (whether or not it came with it).
         let post = "POST /workflows/w/run-nowait HTTP/1.1\r\nContent-Length: 2\r\n\r\n";
         assert_eq!(taken(&format!("{post}{{}}")), Some((true, post.len(), 2)));
@@ -764,6 +771,41 @@ mod tests {
         assert!(!r.contains("transfer-encoding"), "{r}");
         assert!(r.contains("\r\nconnection: close\r\n"), "{r}");
         assert_eq!(body_of(&r), "abc");
+        // HTTP/1.0 asking to keep its connection: kept when the length is known.
+        let mut conn = TcpStream::connect(&addr).await.unwrap();
+        conn.write_all(b"GET /events/close HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        tokio::time::timeout(DEADLINE, conn.read_to_end(&mut got))
+            .await
+            .expect("closed: the router asked")
+            .unwrap();
+        assert!(
+            String::from_utf8(got)
+                .unwrap()
+                .contains("\r\nconnection: close\r\n")
+        );
+        let mut conn = TcpStream::connect(&addr).await.unwrap();
+        conn.write_all(
+            b"POST /echo HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi",
+        )
+        .await
+        .unwrap();
+        let mut got = String::new();
+        read_until(&mut conn, &mut got, "\r\n\r\nhi").await;
+        assert!(got.contains("\r\nconnection: keep-alive\r\n"), "{got}");
+        conn.write_all(b"GET /events/chunks HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .await
+            .unwrap();
+        let mut rest = Vec::new();
+        tokio::time::timeout(DEADLINE, conn.read_to_end(&mut rest))
+            .await
+            .expect("a body of unknown length ends with the connection")
+            .unwrap();
+        let rest = String::from_utf8(rest).unwrap();
+        assert!(rest.contains("\r\nconnection: close\r\n"), "{rest}");
+        assert_eq!(body_of(&rest), "abc");
         // A declared length is kept: never more on the wire, and a short body closes.
         let r = exchange(&addr, &req("/events/long", "HTTP/1.1")).await;
         assert_eq!(r.matches("content-length").count(), 1, "{r}");
