@@ -15,8 +15,9 @@
 //! through the same router (auth, CORS, limits, errors); only the HTTP/1 framing is done here:
 //! a response with its known length, else chunked (HTTP/1.0: until the connection closes).
 //! Anything else (`HEAD`, `Transfer-Encoding`, `Expect`, `Upgrade`, a larger body, a head
-//! split across reads) is left unread in the socket and the connection handed to hyper, which
-//! serves it and the rest of the connection.
+//! split across reads, a target or `Content-Length` this parser does not take) is left unread
+//! in the socket and the connection handed to hyper, which serves (or refuses) it and the rest
+//! of the connection.
 
 use std::io;
 use std::time::{Duration, SystemTime};
