@@ -432,13 +432,9 @@ async fn respond(
         {
             Some(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => {
-                    let take = data.len().min(*left as usize);
-                    head.extend_from_slice(&data[..take]);
-                    *left -= take as u64;
-                    if take < data.len() {
-                        tracing::warn!(
-                            "response body longer than its content-length; connection closed"
-                        );
+                    let (within, over) = within_length(&data, left);
+                    head.extend_from_slice(within);
+                    if over {
                         let _ = Box::pin(write_all(tcp, &head)).await;
                         return false;
                     }
@@ -539,12 +535,9 @@ async fn write_frame(
             write_all(tcp, &chunk).await
         }
         Framing::Length(left) => {
-            // Never more than declared: what follows would be read as another response.
-            let take = data.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
-            *left -= take as u64;
-            let written = write_all(tcp, &data[..take]).await;
-            if take < data.len() {
-                tracing::warn!("response body longer than its content-length; connection closed");
+            let (within, over) = within_length(&data, left);
+            let written = write_all(tcp, within).await;
+            if over {
                 return Sent::Failed;
             }
             written
@@ -555,6 +548,19 @@ async fn write_frame(
         return Sent::Failed;
     }
     Sent::More
+}
+
+/// The part of `data` within the `left` bytes a declared length still allows (taken from
+/// it), and whether `data` went over: never more is written than declared, as what follows
+/// would be read as another response, and a body that goes over ends its connection.
+fn within_length<'d>(data: &'d [u8], left: &mut u64) -> (&'d [u8], bool) {
+    let take = data.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+    *left -= take as u64;
+    let over = take < data.len();
+    if over {
+        tracing::warn!("response body longer than its content-length; connection closed");
+    }
+    (&data[..take], over)
 }
 
 /// Whether a `Connection` header lists `token`.
@@ -674,11 +680,16 @@ mod tests {
     async fn exchange(addr: &str, request: &str) -> String {
         let mut conn = TcpStream::connect(addr).await.unwrap();
         conn.write_all(request.as_bytes()).await.unwrap();
+        read_to_close(&mut conn, request).await
+    }
+
+    /// Reads from `conn` until the server closes it (cleanly, within the deadline); all of it.
+    async fn read_to_close(conn: &mut TcpStream, what: &str) -> String {
         let mut got = Vec::new();
         tokio::time::timeout(DEADLINE, conn.read_to_end(&mut got))
             .await
-            .expect("the server closed the connection")
-            .unwrap();
+            .unwrap_or_else(|_| panic!("{what}: the server closed the connection"))
+            .unwrap_or_else(|e| panic!("{what}: closed cleanly, not {e}"));
         String::from_utf8(got).unwrap()
     }
 
@@ -773,19 +784,14 @@ mod tests {
         assert!(r.contains("\r\nconnection: close\r\n"), "{r}");
         assert_eq!(body_of(&r), "abc");
         // HTTP/1.0 asking to keep its connection: kept when the length is known.
-        let mut conn = TcpStream::connect(&addr).await.unwrap();
-        conn.write_all(b"GET /events/close HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-            .await
-            .unwrap();
-        let mut got = Vec::new();
-        tokio::time::timeout(DEADLINE, conn.read_to_end(&mut got))
-            .await
-            .expect("closed: the router asked")
-            .unwrap();
+        let r = exchange(
+            &addr,
+            "GET /events/close HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        )
+        .await;
         assert!(
-            String::from_utf8(got)
-                .unwrap()
-                .contains("\r\nconnection: close\r\n")
+            r.contains("\r\nconnection: close\r\n"),
+            "the router asked: {r}"
         );
         let mut conn = TcpStream::connect(&addr).await.unwrap();
         conn.write_all(
@@ -799,12 +805,7 @@ mod tests {
         conn.write_all(b"GET /events/chunks HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
             .await
             .unwrap();
-        let mut rest = Vec::new();
-        tokio::time::timeout(DEADLINE, conn.read_to_end(&mut rest))
-            .await
-            .expect("a body of unknown length ends with the connection")
-            .unwrap();
-        let rest = String::from_utf8(rest).unwrap();
+        let rest = read_to_close(&mut conn, "a body of unknown length").await;
         assert!(rest.contains("\r\nconnection: close\r\n"), "{rest}");
         assert_eq!(body_of(&rest), "abc");
         // A declared length is kept: never more on the wire, and a short body closes.
@@ -824,16 +825,7 @@ mod tests {
         );
         assert_eq!(body_of(&r), "");
         // The router's own `Connection: close` closes the connection the client would keep.
-        let mut conn = TcpStream::connect(&addr).await.unwrap();
-        conn.write_all(b"GET /events/close HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let mut got = Vec::new();
-        tokio::time::timeout(DEADLINE, conn.read_to_end(&mut got))
-            .await
-            .expect("closed by the server")
-            .unwrap();
-        let r = String::from_utf8(got).unwrap();
+        let r = exchange(&addr, "GET /events/close HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(r.contains("\r\nconnection: close\r\n"), "{r}");
         assert_eq!(body_of(&r), "x");
     }
@@ -951,11 +943,7 @@ mod tests {
             ("after hyper", after_hyper),
             ("halfway through a body", mid_body),
         ] {
-            let mut rest = Vec::new();
-            tokio::time::timeout(DEADLINE, conn.read_to_end(&mut rest))
-                .await
-                .unwrap_or_else(|_| panic!("{what}: closed"))
-                .unwrap_or_else(|e| panic!("{what}: closed cleanly, not {e}"));
+            let rest = read_to_close(&mut conn, what).await;
             assert!(rest.is_empty(), "{what}: {rest:?}");
         }
     }
