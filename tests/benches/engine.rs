@@ -6,6 +6,8 @@
 //! of three rounds (the row shows the median round and the spread).
 //!
 //! cargo bench -p fathom-e2e --bench engine [-- RUNS]
+//!
+//! `FATHOM_BENCH_ONLY=sqlite-1` (or `postgres-8`, ...) measures that row alone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -207,12 +209,20 @@ async fn main() {
     println!(
         "engine bench: six-step no-op workflow with one external-event wait, {runs} runs per row"
     );
+    let only = std::env::var("FATHOM_BENCH_ONLY").ok();
+    let wanted = |label: &str, c: usize| only.as_ref().is_none_or(|o| *o == format!("{label}-{c}"));
     for concurrency in [1, 8] {
+        if !wanted("sqlite", concurrency) {
+            continue;
+        }
         let db = fathom_testkit::db::fresh(Dialect::Sqlite).await;
         bench(db.store.clone(), "sqlite", runs, concurrency).await;
     }
     if std::env::var("DATABASE_URL").is_ok() {
         for concurrency in [1, 8] {
+            if !wanted("postgres", concurrency) {
+                continue;
+            }
             let db = fathom_testkit::db::fresh(Dialect::Postgres).await;
             bench(db.store.clone(), "postgres", runs, concurrency).await;
         }
