@@ -6,6 +6,7 @@
 //! applied by [`SqlStore::connect`].
 
 mod artifacts;
+mod checkpoint;
 mod collections;
 mod commit;
 pub mod dialect;
@@ -59,6 +60,8 @@ pub struct SqlStore {
     stored: Arc<artifacts::Stored>,
     /// SQLite: this process's writers take turns here (see [`SqlStore::write_turn`]).
     writers: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// SQLite with a file: checkpoints its log in the background while the store lives.
+    _checkpointer: Option<Arc<checkpoint::Checkpointer>>,
 }
 
 /// The channel stream changes are announced on.
@@ -259,6 +262,7 @@ impl SqlStore {
                              PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
                         )
                         .await?;
+                        conn.execute(checkpoint::PRAGMAS).await?;
                     }
                     Ok(())
                 })
@@ -280,14 +284,20 @@ impl SqlStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
+        let db = fathom_pool::Kept::new(pool);
+        let checkpointer = target
+            .sqlite_path()
+            .and_then(|path| checkpoint::Checkpointer::start(db.clone(), path))
+            .map(Arc::new);
         Ok(SqlStore {
-            db: fathom_pool::Kept::new(pool),
+            db,
             dialect,
             stats: Arc::new(StoreStats::default()),
             url: Arc::from(target.url.as_str()),
             origin: Arc::from(fathom_engine::new_id().as_str()),
             stored: Default::default(),
             writers: (dialect == Dialect::Sqlite).then(Default::default),
+            _checkpointer: checkpointer,
         })
     }
 

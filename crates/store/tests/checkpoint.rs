@@ -1,0 +1,69 @@
+//! What is committed to a SQLite database reaches its file within seconds, with no help from
+//! its log: the store copies the log into the file in the background (a checkpoint), not
+//! inside the commits that happen to fill it, so the file alone (a backup of it, a copy sent
+//! elsewhere) is current, and no commit waits for the copy and its syncs.
+
+use std::time::{Duration, Instant};
+
+use fathom_engine::store::{NewRun, RunStore};
+use fathom_store::SqlStore;
+use serde_json::json;
+use sqlx::Connection;
+
+/// Runs in a copy of the database file made without its log; None while the copy cannot be
+/// read (taken mid-checkpoint, or before the tables reached the file).
+async fn runs_in_copy_of_file(file: &std::path::Path, copy: &std::path::Path) -> Option<i64> {
+    std::fs::copy(file, copy).ok()?;
+    let url = format!("sqlite://{}", copy.display());
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.ok()?;
+    let n = sqlx::query_scalar("SELECT count(*) FROM runs")
+        .fetch_one(&mut conn)
+        .await
+        .ok();
+    let _ = conn.close().await;
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", copy.display()));
+    }
+    n
+}
+
+#[tokio::test]
+async fn commits_reach_the_database_file_without_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fathom.db");
+    let copy = dir.path().join("copy.db");
+    let store = SqlStore::connect(&format!("sqlite://{}", file.display()))
+        .await
+        .unwrap();
+    // A few commits: far fewer pages than SQLite's own checkpoint waits for (1,000).
+    for i in 0..20 {
+        store
+            .create_run(NewRun {
+                id: format!("run-{i}"),
+                workflow: "wf".into(),
+                state: json!({"i": i}),
+                start_type: "Start".into(),
+                start_payload: json!({}),
+                deadline_at: None,
+                format: 1,
+            })
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut seen = None;
+    while Instant::now() < deadline {
+        seen = runs_in_copy_of_file(&file, &copy).await;
+        if seen == Some(20) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        seen,
+        Some(20),
+        "the database file without its log holds {seen:?} of the 20 runs committed"
+    );
+    // The store still writes after its checkpoints.
+    assert!(store.get_run("run-19").await.unwrap().is_some());
+}
