@@ -9,12 +9,22 @@
 //! instead, on a connection of its own from the pool, without waiting for readers or writers
 //! (`PASSIVE`), a short while after the log has changed.
 //!
+//! SQLite starts the log again from its beginning only when a writer finds every frame in it
+//! copied; under a steady stream of writes a checkpoint that does not hold them off never
+//! leaves it so, and the log grew without end (740 MB while 2,000 research runs reached the
+//! gate). So when a checkpoint finds more than [`LONG_LOG`] frames in the log, a second one
+//! (`RESTART`) holds writers off while it copies what came in meanwhile and until readers
+//! have left the log, so the next write starts it again: this process's run writers wait
+//! their turn (`SqlStore::write_turn`), others SQLite's lock. A short wait (that tail, and
+//! the syncs), and only under sustained writing.
+//!
 //! It also bounds how long a commit waits for its sync: with `synchronous = NORMAL` the log
 //! is synced only at checkpoints, and SQLite's 1,000 pages could take hours to fill on a
 //! quiet server, where here a commit is on disk within [`TICK`] or so, and within
 //! [`AT_LEAST_EVERY`] whatever the clock says of the file.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use sqlx::Row;
@@ -26,6 +36,13 @@ const TICK: Duration = Duration::from_millis(250);
 /// A checkpoint runs at least this often, even if the log seems unchanged: its modification
 /// time is coarse (a write in the same clock tick as the last look leaves it as it was).
 const AT_LEAST_EVERY: Duration = Duration::from_secs(5);
+
+/// Frames (pages) in the log past which it is checkpointed again while writers wait, so that
+/// it starts over: SQLite's own checkpoint threshold.
+const LONG_LOG: i64 = 1_000;
+
+/// How long the checkpointer waits for the writers' turn before leaving it for next time.
+const TURN_WAIT: Duration = Duration::from_secs(2);
 
 /// Set on each of the store's SQLite connections: no checkpoint inside a commit, and the log
 /// truncated to 16 MiB when SQLite starts it again from the beginning after a checkpoint, so
@@ -45,12 +62,17 @@ impl Drop for Checkpointer {
 impl Checkpointer {
     /// Starts checkpointing the SQLite database at `path` (the file, not its log) through
     /// `db`. None for an in-memory database, which has no log.
-    pub(crate) fn start(db: fathom_pool::Kept<sqlx::Any>, path: &str) -> Option<Checkpointer> {
+    /// `writers` is the turn this process's writers take (`SqlStore::write_turn`).
+    pub(crate) fn start(
+        db: fathom_pool::Kept<sqlx::Any>,
+        path: &str,
+        writers: Arc<tokio::sync::Mutex<()>>,
+    ) -> Option<Checkpointer> {
         if path == ":memory:" || path.is_empty() || path.contains("mode=memory") {
             return None;
         }
         let log = PathBuf::from(format!("{path}-wal"));
-        Some(Checkpointer(tokio::spawn(run(db, log))))
+        Some(Checkpointer(tokio::spawn(run(db, log, writers))))
     }
 }
 
@@ -62,7 +84,7 @@ fn look(log: &PathBuf) -> Look {
     Some((meta.len(), meta.modified().ok()?))
 }
 
-async fn run(db: fathom_pool::Kept<sqlx::Any>, log: PathBuf) {
+async fn run(db: fathom_pool::Kept<sqlx::Any>, log: PathBuf, writers: Arc<tokio::sync::Mutex<()>>) {
     // The log as it was when a checkpoint last found nothing left to copy.
     let mut clean: Look = None;
     let mut last = Instant::now();
@@ -77,9 +99,18 @@ async fn run(db: fathom_pool::Kept<sqlx::Any>, log: PathBuf) {
             continue;
         }
         last = Instant::now();
-        match checkpoint(&db).await {
-            Ok(done) => {
-                clean = done.then_some(before).flatten();
+        let mut done = checkpoint(&db, "PASSIVE").await;
+        // Past SQLite's own threshold, the log has not been started again: under steady
+        // writing it would not be.
+        if let Ok(Progress { frames, .. }) = done
+            && frames > LONG_LOG
+            && let Ok(_turn) = tokio::time::timeout(TURN_WAIT, writers.lock()).await
+        {
+            done = checkpoint(&db, "RESTART").await;
+        }
+        match done {
+            Ok(Progress { left, .. }) => {
+                clean = (!left).then_some(before).flatten();
             }
             // The store was closed.
             Err(sqlx::Error::PoolClosed) => return,
@@ -92,12 +123,26 @@ async fn run(db: fathom_pool::Kept<sqlx::Any>, log: PathBuf) {
     }
 }
 
-/// One passive checkpoint; whether it left nothing in the log to copy.
-async fn checkpoint(db: &fathom_pool::Kept<sqlx::Any>) -> Result<bool, sqlx::Error> {
+/// What a checkpoint left: the frames in the log, and whether some are not copied yet (or
+/// a reader kept it from trying).
+#[derive(Clone, Copy)]
+struct Progress {
+    frames: i64,
+    left: bool,
+}
+
+/// One checkpoint, `PASSIVE` or `RESTART`.
+async fn checkpoint(
+    db: &fathom_pool::Kept<sqlx::Any>,
+    mode: &'static str,
+) -> Result<Progress, sqlx::Error> {
     let started = Instant::now();
-    let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-        .fetch_one(db)
-        .await?;
+    let sql = if mode == "RESTART" {
+        "PRAGMA wal_checkpoint(RESTART)"
+    } else {
+        "PRAGMA wal_checkpoint(PASSIVE)"
+    };
+    let row = sqlx::query(sql).fetch_one(db).await?;
     // (busy, frames in the log, frames copied); -1 when the database is not in WAL mode.
     let (busy, frames, copied): (i64, i64, i64) =
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
@@ -109,5 +154,8 @@ async fn checkpoint(db: &fathom_pool::Kept<sqlx::Any>) -> Result<bool, sqlx::Err
             "slow checkpoint"
         );
     }
-    Ok(busy == 0 && frames == copied)
+    Ok(Progress {
+        frames,
+        left: busy != 0 || frames != copied,
+    })
 }

@@ -285,9 +285,12 @@ impl SqlStore {
             .await
             .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
         let db = fathom_pool::Kept::new(pool);
+        let writers: Option<Arc<tokio::sync::Mutex<()>>> =
+            (dialect == Dialect::Sqlite).then(Default::default);
         let checkpointer = target
             .sqlite_path()
-            .and_then(|path| checkpoint::Checkpointer::start(db.clone(), path))
+            .zip(writers.clone())
+            .and_then(|(path, writers)| checkpoint::Checkpointer::start(db.clone(), path, writers))
             .map(Arc::new);
         Ok(SqlStore {
             db,
@@ -296,7 +299,7 @@ impl SqlStore {
             url: Arc::from(target.url.as_str()),
             origin: Arc::from(fathom_engine::new_id().as_str()),
             stored: Default::default(),
-            writers: (dialect == Dialect::Sqlite).then(Default::default),
+            writers,
             _checkpointer: checkpointer,
         })
     }
