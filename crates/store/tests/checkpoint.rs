@@ -11,6 +11,22 @@ use fathom_store::SqlStore;
 use serde_json::json;
 use sqlx::Connection;
 
+/// Creates run `run-{i}` holding `state`: one commit.
+async fn create_run(store: &SqlStore, i: usize, state: serde_json::Value) {
+    store
+        .create_run(NewRun {
+            id: format!("run-{i}"),
+            workflow: "wf".into(),
+            state,
+            start_type: "Start".into(),
+            start_payload: json!({}),
+            deadline_at: None,
+            format: 1,
+        })
+        .await
+        .unwrap();
+}
+
 /// Runs in a copy of the database file made without its log; None while the copy cannot be
 /// read (taken mid-checkpoint, or before the tables reached the file).
 async fn runs_in_copy_of_file(file: &std::path::Path, copy: &std::path::Path) -> Option<i64> {
@@ -38,18 +54,7 @@ async fn commits_reach_the_database_file_without_its_log() {
         .unwrap();
     // A few commits: far fewer pages than SQLite's own checkpoint waits for (1,000).
     for i in 0..20 {
-        store
-            .create_run(NewRun {
-                id: format!("run-{i}"),
-                workflow: "wf".into(),
-                state: json!({"i": i}),
-                start_type: "Start".into(),
-                start_payload: json!({}),
-                deadline_at: None,
-                format: 1,
-            })
-            .await
-            .unwrap();
+        create_run(&store, i, json!({"i": i})).await;
     }
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut seen = None;
@@ -82,18 +87,7 @@ async fn the_log_stays_small_under_steady_writing() {
     let state = json!({"text": "x".repeat(24 * 1024)});
     let mut largest = 0;
     for i in 0..4096 {
-        store
-            .create_run(NewRun {
-                id: format!("run-{i}"),
-                workflow: "wf".into(),
-                state: state.clone(),
-                start_type: "Start".into(),
-                start_payload: json!({}),
-                deadline_at: None,
-                format: 1,
-            })
-            .await
-            .unwrap();
+        create_run(&store, i, state.clone()).await;
         largest = largest.max(std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0));
     }
     // The checkpoint's limit (16 MiB, the size the log is cut back to) and what a few ticks
