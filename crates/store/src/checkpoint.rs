@@ -44,6 +44,12 @@ const LONG_LOG: i64 = 1_000;
 /// How long the checkpointer waits for the writers' turn before leaving it for next time.
 const TURN_WAIT: Duration = Duration::from_secs(2);
 
+/// Copies what it can, waiting for nobody.
+const PASSIVE: &str = "PRAGMA wal_checkpoint(PASSIVE)";
+/// Holds writers off, copies everything, and waits for readers to leave the log, so that
+/// the next write starts it over.
+const RESTART: &str = "PRAGMA wal_checkpoint(RESTART)";
+
 /// Set on each of the store's SQLite connections: no checkpoint inside a commit, and the log
 /// truncated to 16 MiB when SQLite starts it again from the beginning after a checkpoint, so
 /// a burst of writes does not leave a large file behind.
@@ -99,14 +105,14 @@ async fn run(db: fathom_pool::Kept<sqlx::Any>, log: PathBuf, writers: Arc<tokio:
             continue;
         }
         last = Instant::now();
-        let mut done = checkpoint(&db, "PASSIVE").await;
+        let mut done = checkpoint(&db, PASSIVE).await;
         // Past SQLite's own threshold, the log has not been started again: under steady
         // writing it would not be.
         if let Ok(Progress { frames, .. }) = done
             && frames > LONG_LOG
             && let Ok(_turn) = tokio::time::timeout(TURN_WAIT, writers.lock()).await
         {
-            done = checkpoint(&db, "RESTART").await;
+            done = checkpoint(&db, RESTART).await;
         }
         match done {
             Ok(Progress { left, .. }) => {
@@ -131,23 +137,19 @@ struct Progress {
     left: bool,
 }
 
-/// One checkpoint, `PASSIVE` or `RESTART`.
+/// One checkpoint: `sql` is [`PASSIVE`] or [`RESTART`].
 async fn checkpoint(
     db: &fathom_pool::Kept<sqlx::Any>,
-    mode: &'static str,
+    sql: &'static str,
 ) -> Result<Progress, sqlx::Error> {
     let started = Instant::now();
-    let sql = if mode == "RESTART" {
-        "PRAGMA wal_checkpoint(RESTART)"
-    } else {
-        "PRAGMA wal_checkpoint(PASSIVE)"
-    };
     let row = sqlx::query(sql).fetch_one(db).await?;
     // (busy, frames in the log, frames copied); -1 when the database is not in WAL mode.
     let (busy, frames, copied): (i64, i64, i64) =
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
     if started.elapsed() > Duration::from_secs(1) {
         warn!(
+            sql,
             frames,
             copied,
             took_ms = started.elapsed().as_millis() as u64,
