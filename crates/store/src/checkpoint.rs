@@ -7,7 +7,7 @@
 //! it, held up by ~8 ms. Here the store's connections do not checkpoint on commit
 //! (`wal_autocheckpoint = 0`, see `SqlStore::connect`); a task checkpoints in the background
 //! instead, on a connection of its own from the pool, without waiting for readers or writers
-//! (`PASSIVE`), a short while after the log has changed.
+//! (`PASSIVE`, which costs a hop and a look at the log's index when there is nothing to copy).
 //!
 //! SQLite starts the log again from its beginning only when a writer finds every frame in it
 //! copied; under a steady stream of writes a checkpoint that does not hold them off never
@@ -16,39 +16,42 @@
 //! (`RESTART`) holds writers off while it copies what came in meanwhile and until readers
 //! have left the log, so the next write starts it again: this process's run writers wait
 //! their turn (`SqlStore::write_turn`), others SQLite's lock. A short wait (that tail, and
-//! the syncs), and only under sustained writing.
+//! the syncs), only while the log grows. A reader that keeps the log open (a backup tool, a
+//! shell with a transaction open) would hold that checkpoint, and every writer with it, for
+//! the whole busy timeout: so it waits for readers 100 ms at most, and is not
+//! tried again for [`RESTART_BACKOFF`] after it found one.
 //!
 //! It also bounds how long a commit waits for its sync: with `synchronous = NORMAL` the log
 //! is synced only at checkpoints, and SQLite's 1,000 pages could take hours to fill on a
-//! quiet server, where here a commit is on disk within [`TICK`] or so, and within
-//! [`AT_LEAST_EVERY`] whatever the clock says of the file.
+//! quiet server, where here a commit is synced within about [`TICK`] (unless a reader keeps
+//! the log open meanwhile).
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use sqlx::Row;
 use tracing::{debug, warn};
 
-/// How often the log is looked at.
+/// How often the log is checkpointed.
 const TICK: Duration = Duration::from_millis(250);
 
-/// A checkpoint runs at least this often, even if the log seems unchanged: its modification
-/// time is coarse (a write in the same clock tick as the last look leaves it as it was).
-const AT_LEAST_EVERY: Duration = Duration::from_secs(5);
-
-/// Frames (pages) in the log past which it is checkpointed again while writers wait, so that
-/// it starts over: SQLite's own checkpoint threshold.
+/// Frames (pages) in the log past which it is checkpointed again while writers wait, if it
+/// is still growing, so that it starts over: SQLite's own checkpoint threshold.
 const LONG_LOG: i64 = 1_000;
 
 /// How long the checkpointer waits for the writers' turn before leaving it for next time.
 const TURN_WAIT: Duration = Duration::from_secs(2);
 
+/// After a `RESTART` checkpoint found a reader in the way, only passive ones for this long.
+const RESTART_BACKOFF: Duration = Duration::from_secs(5);
+
 /// Copies what it can, waiting for nobody.
 const PASSIVE: &str = "PRAGMA wal_checkpoint(PASSIVE)";
-/// Holds writers off, copies everything, and waits for readers to leave the log, so that
-/// the next write starts it over.
-const RESTART: &str = "PRAGMA wal_checkpoint(RESTART)";
+/// Holds writers off, copies everything, and waits 100 ms at most for readers to leave
+/// the log, so that the next write starts it over; then the connection's usual busy timeout
+/// (`SqlStore::connect`) again.
+const RESTART: &str = "PRAGMA busy_timeout = 100; PRAGMA wal_checkpoint(RESTART); \
+                       PRAGMA busy_timeout = 10000;";
 
 /// Set on each of the store's SQLite connections: no checkpoint inside a commit, and the log
 /// truncated to 16 MiB when SQLite starts it again from the beginning after a checkpoint, so
@@ -66,84 +69,72 @@ impl Drop for Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts checkpointing the SQLite database at `path` (the file, not its log) through
-    /// `db`. None for an in-memory database, which has no log.
-    /// `writers` is the turn this process's writers take (`SqlStore::write_turn`).
+    /// Starts checkpointing the SQLite database at `path` through `db`; `writers` is the
+    /// turn this process's writers take (`SqlStore::write_turn`). None for an in-memory
+    /// database, which has no log.
     pub(crate) fn start(
         db: fathom_pool::Kept<sqlx::Any>,
         path: &str,
         writers: Arc<tokio::sync::Mutex<()>>,
     ) -> Option<Checkpointer> {
-        if path == ":memory:" || path.is_empty() || path.contains("mode=memory") {
+        if path == ":memory:" || path.is_empty() {
             return None;
         }
-        let log = PathBuf::from(format!("{path}-wal"));
-        Some(Checkpointer(tokio::spawn(run(db, log, writers))))
+        Some(Checkpointer(tokio::spawn(run(db, writers))))
     }
 }
 
-/// What the file system says of the log: its length and when it was last written.
-type Look = Option<(u64, SystemTime)>;
-
-fn look(log: &PathBuf) -> Look {
-    let meta = std::fs::metadata(log).ok()?;
-    Some((meta.len(), meta.modified().ok()?))
-}
-
-async fn run(db: fathom_pool::Kept<sqlx::Any>, log: PathBuf, writers: Arc<tokio::sync::Mutex<()>>) {
-    // The log as it was when a checkpoint last found nothing left to copy.
-    let mut clean: Look = None;
-    let mut last = Instant::now();
+async fn run(db: fathom_pool::Kept<sqlx::Any>, writers: Arc<tokio::sync::Mutex<()>>) {
+    // Frames in the log at the last tick: a log that grows past LONG_LOG has not started
+    // over, and under steady writing would not.
+    let mut last_frames = 0;
+    let mut restart_after = Instant::now();
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Runs until the store is dropped (the task is aborted then).
+    // Runs until the store is dropped (the task is aborted then) or closed.
     loop {
         ticks.tick().await;
-        let before = look(&log);
-        // No log (nothing written since the last connection closed), or none changed.
-        if before.is_none() || (before == clean && last.elapsed() < AT_LEAST_EVERY) {
-            continue;
-        }
-        last = Instant::now();
         let mut done = checkpoint(&db, PASSIVE).await;
-        // Past SQLite's own threshold, the log has not been started again: under steady
-        // writing it would not be.
         if let Ok(Progress { frames, .. }) = done
             && frames > LONG_LOG
+            && frames > last_frames
+            && Instant::now() >= restart_after
             && let Ok(_turn) = tokio::time::timeout(TURN_WAIT, writers.lock()).await
         {
             done = checkpoint(&db, RESTART).await;
+            if let Ok(Progress { busy: true, .. }) = done {
+                restart_after = Instant::now() + RESTART_BACKOFF;
+            }
         }
         match done {
-            Ok(Progress { left, .. }) => {
-                clean = (!left).then_some(before).flatten();
-            }
+            Ok(Progress { frames, .. }) => last_frames = frames,
             // The store was closed.
             Err(sqlx::Error::PoolClosed) => return,
-            Err(e) => {
-                clean = None;
-                // The database away or busy: the next tick tries again.
-                debug!(error = %e, "checkpoint failed");
-            }
+            // The database away or busy: the next tick tries again.
+            Err(e) => debug!(error = %e, "checkpoint failed"),
         }
     }
 }
 
-/// What a checkpoint left: the frames in the log, and whether some are not copied yet (or
-/// a reader kept it from trying).
+/// What a checkpoint found: the frames in the log, and whether a reader or writer kept it
+/// from finishing.
 #[derive(Clone, Copy)]
 struct Progress {
     frames: i64,
-    left: bool,
+    busy: bool,
 }
 
-/// One checkpoint: `sql` is [`PASSIVE`] or [`RESTART`].
+/// One checkpoint: `sql` is [`PASSIVE`] or [`RESTART`]; its result is the one row of three
+/// columns among the statements' rows.
 async fn checkpoint(
     db: &fathom_pool::Kept<sqlx::Any>,
     sql: &'static str,
 ) -> Result<Progress, sqlx::Error> {
     let started = Instant::now();
-    let row = sqlx::query(sql).fetch_one(db).await?;
+    let rows = sqlx::query(sql).fetch_all(db).await?;
+    let Some(row) = rows.iter().find(|r| r.len() == 3) else {
+        return Err(sqlx::Error::Protocol("no checkpoint result".into()));
+    };
     // (busy, frames in the log, frames copied); -1 when the database is not in WAL mode.
     let (busy, frames, copied): (i64, i64, i64) =
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
@@ -158,6 +149,6 @@ async fn checkpoint(
     }
     Ok(Progress {
         frames,
-        left: busy != 0 || frames != copied,
+        busy: busy != 0,
     })
 }
