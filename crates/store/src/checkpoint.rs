@@ -26,7 +26,7 @@
 //! quiet server, where here a commit is synced within about [`TICK`] (unless a reader keeps
 //! the log open meanwhile).
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use sqlx::Row;
@@ -45,19 +45,32 @@ const TURN_WAIT: Duration = Duration::from_secs(2);
 /// After a `RESTART` checkpoint found a reader in the way, only passive ones for this long.
 const RESTART_BACKOFF: Duration = Duration::from_secs(5);
 
+/// How long a statement on the store's SQLite connections waits for another process's lock.
+const BUSY_TIMEOUT_MS: u32 = 10_000;
+
 /// Copies what it can, waiting for nobody.
 const PASSIVE: &str = "PRAGMA wal_checkpoint(PASSIVE)";
 /// Holds writers off, copies everything, and waits 100 ms at most for readers to leave
 /// the log, so that the next write starts it over; then the connection's usual busy timeout
-/// (`SqlStore::connect`) again.
-const RESTART: &str = "PRAGMA busy_timeout = 100; PRAGMA wal_checkpoint(RESTART); \
-                       PRAGMA busy_timeout = 10000;";
+/// again.
+static RESTART: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "PRAGMA busy_timeout = 100; PRAGMA wal_checkpoint(RESTART); \
+         PRAGMA busy_timeout = {BUSY_TIMEOUT_MS};"
+    )
+});
 
-/// Set on each of the store's SQLite connections: no checkpoint inside a commit, and the log
-/// truncated to 16 MiB when SQLite starts it again from the beginning after a checkpoint, so
-/// a burst of writes does not leave a large file behind.
-pub(crate) const PRAGMAS: &str =
-    "PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 16777216;";
+/// Set on each of the store's SQLite connections when it opens. Besides the log's mode and
+/// the busy timeout: no checkpoint inside a commit, and the log truncated to 16 MiB when
+/// SQLite starts it again from the beginning after a checkpoint, so a burst of writes does
+/// not leave a large file behind.
+pub(crate) static PRAGMAS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+         PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}; PRAGMA foreign_keys = ON; \
+         PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 16777216;"
+    )
+});
 
 /// Stops the checkpointer when the last clone of the store goes.
 pub(crate) struct Checkpointer(tokio::task::JoinHandle<()>);
@@ -101,7 +114,7 @@ async fn run(db: fathom_pool::Kept<sqlx::Any>, writers: Arc<tokio::sync::Mutex<(
             && Instant::now() >= restart_after
             && let Ok(_turn) = tokio::time::timeout(TURN_WAIT, writers.lock()).await
         {
-            done = checkpoint(&db, RESTART).await;
+            done = checkpoint(&db, RESTART.as_str()).await;
             if let Ok(Progress { busy: true, .. }) = done {
                 restart_after = Instant::now() + RESTART_BACKOFF;
             }

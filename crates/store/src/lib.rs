@@ -257,12 +257,7 @@ impl SqlStore {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if dialect == Dialect::Sqlite {
-                        conn.execute(
-                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                             PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
-                        )
-                        .await?;
-                        conn.execute(checkpoint::PRAGMAS).await?;
+                        conn.execute(checkpoint::PRAGMAS.as_str()).await?;
                     }
                     Ok(())
                 })
