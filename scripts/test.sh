@@ -42,5 +42,14 @@ fi
 command -v pdftotext >/dev/null 2>&1 ||
   echo "test: the export tests will fail: no pdftotext (apt-get install -y poppler-utils)" >&2
 
-cargo build --workspace --all-targets --locked
-cargo test --workspace --locked --no-fail-fast -- --test-threads="${FATHOM_TEST_THREADS:-2}"
+# The build needs about 2 GB in target/ (the `suite` profile in Cargo.toml); say so up front
+# rather than through a compiler's "No space left on device".
+target_dir=${CARGO_TARGET_DIR:-target}
+mkdir -p "$target_dir"
+free_mb=$(df -Pm "$target_dir" | awk 'NR == 2 { print $4 }')
+if [ "${free_mb:-0}" -lt 2500 ]; then
+  echo "test: only ${free_mb} MB free beside target/; the build needs about 2,000 MB" >&2
+fi
+
+cargo build --workspace --all-targets --locked --profile suite
+cargo test --workspace --locked --profile suite --no-fail-fast -- --test-threads="${FATHOM_TEST_THREADS:-2}"
