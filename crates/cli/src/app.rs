@@ -19,6 +19,9 @@ use fathom_store::SqlStore;
 use crate::commands::pdf_worker;
 use crate::config::AppConfig;
 
+/// How long [`App::close`] waits for connections still in use.
+const STORE_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What every command starts from.
 pub struct App {
     pub config: AppConfig,
@@ -31,6 +34,8 @@ pub struct App {
     pub metrics: Option<Arc<dyn Fn() -> String + Send + Sync>>,
     /// Hangs runs' spans in one trace each, when traces are exported.
     pub tracer: Option<Arc<dyn RunTracer>>,
+    /// The database, once a command has opened it; closed by [`App::close`].
+    store: tokio::sync::OnceCell<Arc<SqlStore>>,
 }
 
 impl App {
@@ -50,6 +55,7 @@ impl App {
             index_dir,
             metrics: None,
             tracer: None,
+            store: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -62,11 +68,35 @@ impl App {
         }
     }
 
+    /// The database, opened on first use (migrated to this binary's schema).
     pub async fn connect(&self) -> anyhow::Result<Arc<SqlStore>> {
-        let store = SqlStore::connect(&self.database_url)
-            .await
-            .with_context(|| format!("cannot open database {}", shown_db(&self.database_url)))?;
-        Ok(Arc::new(store))
+        let store = self
+            .store
+            .get_or_try_init(|| async {
+                let store = SqlStore::connect(&self.database_url)
+                    .await
+                    .with_context(|| {
+                        format!("cannot open database {}", shown_db(&self.database_url))
+                    })?;
+                anyhow::Ok(Arc::new(store))
+            })
+            .await?;
+        Ok(store.clone())
+    }
+
+    /// Closes the database, if a command opened it, before the process exits. On SQLite the
+    /// last connection to close folds the write-ahead log into the database file and removes
+    /// it, so the `.db` file alone holds everything (to copy it, or to open it with a tool
+    /// that cannot read the log). Bounded: a connection still out of the pool (a task the
+    /// command left behind) does not hold up the exit.
+    pub async fn close(&self) {
+        if let Some(store) = self.store.get()
+            && tokio::time::timeout(STORE_CLOSE_WAIT, store.close())
+                .await
+                .is_err()
+        {
+            tracing::warn!("the database did not close within {STORE_CLOSE_WAIT:?}; exiting");
+        }
     }
 
     /// Opens the corpus in `dir` and brings its index up to date, reporting progress on stderr

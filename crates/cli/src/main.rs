@@ -200,20 +200,26 @@ async fn run(cli: Cli, telemetry: &telemetry::Telemetry) -> anyhow::Result<ExitC
     let mut app = app::App::load(cli.database_url, cli.config.as_deref(), cli.index_dir)?;
     app.metrics = telemetry.metrics();
     app.tracer = telemetry.run_tracer();
-    match cli.command {
-        Command::Research(args) => return research::research(&app, args).await,
-        Command::Serve(args) => return serve::serve(&app, args).await,
-        Command::Worker(args) => return worker::worker(&app, args).await,
-        Command::Mcp(args) => return commands::mcp::mcp(&app, args).await,
-        Command::Fetch(args) => return fetch::fetch(&app, args).await,
-        Command::Eval(args) => return eval::eval(&app, args).await,
-        Command::Export(args) => return export::export(&app, args).await,
-        Command::Resume(args) => return research::resume(&app, args).await,
+    let code = command(&app, cli.command).await;
+    app.close().await;
+    code
+}
+
+async fn command(app: &app::App, command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Research(args) => return research::research(app, args).await,
+        Command::Serve(args) => return serve::serve(app, args).await,
+        Command::Worker(args) => return worker::worker(app, args).await,
+        Command::Mcp(args) => return commands::mcp::mcp(app, args).await,
+        Command::Fetch(args) => return fetch::fetch(app, args).await,
+        Command::Eval(args) => return eval::eval(app, args).await,
+        Command::Export(args) => return export::export(app, args).await,
+        Command::Resume(args) => return research::resume(app, args).await,
         Command::Sessions { command } => match command {
-            SessionsCommand::List { limit } => sessions::list(&app, limit).await?,
-            SessionsCommand::Show { id } => sessions::show(&app, &id).await?,
+            SessionsCommand::List { limit } => sessions::list(app, limit).await?,
+            SessionsCommand::Show { id } => sessions::show(app, &id).await?,
         },
-        Command::Index { dir } => index::index(&app, &dir).await?,
+        Command::Index { dir } => index::index(app, &dir).await?,
         Command::PdfWorker(_) => unreachable!("handled before the runtime starts"),
         Command::Migrate => {
             let store = app.connect().await?;

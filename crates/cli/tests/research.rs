@@ -211,6 +211,30 @@ async fn gate_survives_restarts_postgres() {
     gate_survives_restarts(Dialect::Postgres).await;
 }
 
+/// Once `fathom research` has exited, its SQLite database is one file: the write-ahead log
+/// is folded in, so copying `fathom.db` alone (to back it up, to another machine) keeps the
+/// session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_is_one_file_once_the_command_exits() {
+    let (env, _keep) = env(Dialect::Sqlite).await;
+    let id = session_of(&ok(&env.run(&env.research_args(&["--yes"]))));
+    let log = PathBuf::from(format!("{}-wal", env.db));
+    assert!(!log.exists(), "{} left behind", log.display());
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("copy.db");
+    std::fs::copy(&env.db, &copy).unwrap();
+    let shown = ok(&Command::new(env!("CARGO_BIN_EXE_fathom"))
+        .env_remove("DATABASE_URL")
+        .env_remove("FATHOM_CONFIG")
+        .arg("--database-url")
+        .arg(&copy)
+        .args(["sessions", "show", &id])
+        .output()
+        .unwrap());
+    assert!(shown.contains("status    completed"), "{shown}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_one_clear_line_and_loses_nothing() {
     let (env, _keep) = env(Dialect::Sqlite).await;
