@@ -345,7 +345,7 @@ impl CollectionStore for SqlStore {
             deployment_name: item.deployment_name,
             collection: item.collection,
         };
-        let mut tx = self.begin_write().await.map_err(to_data)?;
+        let (mut tx, _turn) = self.begin_write().await.map_err(to_data)?;
         let mut items = insert_items(
             self,
             &mut tx,
@@ -590,7 +590,9 @@ impl CollectionStore for SqlStore {
                 d.json_in(&text),
                 item_cols(d)
             );
+            let turn = self.write_turn().await;
             let rows = p.query(sql).fetch_all(&self.db).await.map_err(db_err)?;
+            drop(turn);
             if !rows.is_empty() {
                 self.count_commit();
             }
@@ -599,7 +601,7 @@ impl CollectionStore for SqlStore {
             }
             // None matched (a first save, or a final item), or several did: below.
         }
-        let mut tx = self.begin_write().await.map_err(to_data)?;
+        let (mut tx, _turn) = self.begin_write().await.map_err(to_data)?;
         if d == Dialect::Postgres {
             // Two first saves of one record at once would each find nothing to replace and
             // each insert it: replacements of the same items take turns (on SQLite the write

@@ -310,7 +310,7 @@ impl SqlStore {
 /// It holds this process's turn to write until it is done.
 struct OpenTransaction {
     conn: Option<fathom_pool::Lent<sqlx::Any>>,
-    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+    _turn: crate::WriteTurn,
 }
 
 impl OpenTransaction {

@@ -30,6 +30,9 @@ pub use dialect::Dialect;
 /// unavailable ([`StoreError::Unavailable`]).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// This process's turn to write to SQLite, held while it lasts ([`SqlStore::write_turn`]).
+pub(crate) type WriteTurn = Option<tokio::sync::OwnedMutexGuard<()>>;
+
 /// How long a SQLite connection is used before it is opened again (see `connect`).
 const SQLITE_CONNECTION_LIFETIME: Duration = Duration::from_secs(15);
 
@@ -386,9 +389,11 @@ impl SqlStore {
         self.db.close().await;
     }
 
-    /// Begins a write transaction. On SQLite it takes the write lock at once, so two writers
-    /// queue on the busy timeout instead of failing on a lock upgrade.
-    async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
+    /// Begins a write transaction, with this process's turn to write held for its length
+    /// (keep the guard until the transaction ends). On SQLite it takes the write lock at
+    /// once, so two writers queue on the busy timeout instead of failing on a lock upgrade.
+    async fn begin_write(&self) -> StoreResult<(sqlx::Transaction<'static, sqlx::Any>, WriteTurn)> {
+        let turn = self.write_turn().await;
         let tx = match self.dialect {
             Dialect::Postgres => self.db.counted(self.db.direct().begin()).await,
             Dialect::Sqlite => {
@@ -397,7 +402,7 @@ impl SqlStore {
                     .await
             }
         };
-        tx.map_err(db_err)
+        Ok((tx.map_err(db_err)?, turn))
     }
 
     async fn commit(&self, tx: sqlx::Transaction<'static, sqlx::Any>) -> StoreResult<()> {
@@ -416,7 +421,7 @@ impl SqlStore {
     /// the turn that long (another process holds SQLite's lock, or the pool is exhausted), a
     /// writer goes on without its turn, to meet SQLite's lock itself, rather than queue
     /// behind every write before it, each waiting its own timeout.
-    pub(crate) async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+    pub(crate) async fn write_turn(&self) -> WriteTurn {
         let writers = self.writers.as_ref()?;
         tokio::time::timeout(ACQUIRE_TIMEOUT, writers.clone().lock_owned())
             .await

@@ -602,7 +602,7 @@ impl RunStore for SqlStore {
     }
 
     async fn delete_run(&self, id: &str) -> StoreResult<bool> {
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         // The run's row first: a commit writing to the run holds it, so this waits for that
         // commit, and no later write finds the run. Then its rows (on Postgres nothing
         // deletes them with it, see migration 0008), the committed ones included.
@@ -937,7 +937,7 @@ impl RunStore for SqlStore {
     }
 
     async fn upgrade_run(&self, lease: &Lease, upgrade: &RunUpgrade) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let fenced = sqlx::query(
             "UPDATE runs SET state = $1, format = $2 \
              WHERE id = $3 AND lease_owner = $4 AND fence = $5 AND status = 'running'",
@@ -1123,7 +1123,7 @@ impl RunStore for SqlStore {
 
     async fn cancel_run(&self, id: &str, cancelled: Envelope) -> StoreResult<CancelOutcome> {
         let now = now_ms();
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let row = sqlx::query(
             "UPDATE runs SET status = 'cancelled', waiting_for = NULL, lease_owner = NULL, \
              lease_expires_at = NULL, fence = fence + 1, next_seq = next_seq + 1, \
