@@ -376,6 +376,7 @@ impl CollectionStore for SqlStore {
     }
 
     async fn update_item(&self, id: &str, data: Value) -> DataResult<Option<Item>> {
+        let _turn = self.write_turn().await;
         let text = serde_json::to_string(&to_stored(self.dialect, data))
             .map_err(|e| DataError::Invalid(e.to_string()))?;
         let sql = format!(
@@ -397,6 +398,7 @@ impl CollectionStore for SqlStore {
     }
 
     async fn delete_item(&self, id: &str) -> DataResult<bool> {
+        let _turn = self.write_turn().await;
         let done = sqlx::query("DELETE FROM collection_items WHERE id = $1")
             .bind(id)
             .execute(&self.db)
@@ -548,6 +550,7 @@ impl CollectionStore for SqlStore {
     }
 
     async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> DataResult<u64> {
+        let _turn = self.write_turn().await;
         let mut p = Params::default();
         let wh = where_clause(self.dialect, &mut p, scope, filter);
         let done = p

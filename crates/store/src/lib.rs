@@ -412,7 +412,7 @@ impl SqlStore {
     }
 
     /// This process's turn to write, on SQLite (None on Postgres, whose writers do not
-    /// exclude each other): held around the hot writes. SQLite lets one writer in at a time,
+    /// exclude each other): held around every write. SQLite lets one writer in at a time,
     /// and one that finds the lock taken sleeps in its busy handler for at least a
     /// millisecond, several times a write's length, while the cores stand idle. Waiting here
     /// instead, in turn, hands the lock on the moment it is free. Other processes on the same

@@ -714,6 +714,7 @@ impl RunStore for SqlStore {
                     );
                     self.run_body(p.query(sql), db_err).await?
                 } else {
+                    let _turn = self.write_turn().await;
                     p.query(claim).fetch_all(&self.db).await.map_err(db_err)?
                 }
             }
@@ -768,6 +769,7 @@ impl RunStore for SqlStore {
         owner: &str,
         ttl_ms: i64,
     ) -> StoreResult<Option<(RunRecord, Lease)>> {
+        let _turn = self.write_turn().await;
         let now = now_ms();
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET lease_owner = $1, lease_expires_at = $2, fence = fence + 1 \
@@ -787,6 +789,7 @@ impl RunStore for SqlStore {
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> StoreResult<bool> {
+        let _turn = self.write_turn().await;
         let done = sqlx::query(
             "UPDATE runs SET lease_expires_at = $1 \
              WHERE id = $2 AND lease_owner = $3 AND fence = $4 AND status = 'running'",
@@ -820,6 +823,7 @@ impl RunStore for SqlStore {
     }
 
     async fn release_owner(&self, owner: &str) -> StoreResult<u64> {
+        let _turn = self.write_turn().await;
         let done = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, fence = fence + 1 \
              WHERE lease_owner = $1{}",
@@ -864,6 +868,7 @@ impl RunStore for SqlStore {
         pending_id: i64,
         error: &str,
     ) -> StoreResult<()> {
+        let _turn = self.write_turn().await;
         let done = sqlx::query(
             "UPDATE run_inbox SET attempts = attempts + 1, last_error = $1 \
              WHERE id = $2 AND run_id = $3 AND consumed_at IS NULL AND EXISTS \
