@@ -43,7 +43,7 @@ impl ArtifactStore for SqlStore {
         if let Some(meta) = self.stored.get(&file_id) {
             return Ok(meta);
         }
-        let _turn = self.write_turn().await;
+        let turn = self.write_turn().await;
         let done = sqlx::query(
             "INSERT INTO artifacts (file_id, content_type, size, bytes, created_at) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (file_id) DO NOTHING",
@@ -56,6 +56,7 @@ impl ArtifactStore for SqlStore {
         .execute(&self.db)
         .await
         .map_err(db_err)?;
+        drop(turn);
         if done.rows_affected() > 0 {
             self.count_commit();
         }

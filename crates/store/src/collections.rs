@@ -376,9 +376,9 @@ impl CollectionStore for SqlStore {
     }
 
     async fn update_item(&self, id: &str, data: Value) -> DataResult<Option<Item>> {
-        let _turn = self.write_turn().await;
         let text = serde_json::to_string(&to_stored(self.dialect, data))
             .map_err(|e| DataError::Invalid(e.to_string()))?;
+        let _turn = self.write_turn().await;
         let sql = format!(
             "UPDATE collection_items SET data = {}, updated_at = $2 WHERE id = $3 RETURNING {}",
             self.dialect.json_in("$1"),
@@ -587,13 +587,14 @@ impl CollectionStore for SqlStore {
             let wh = open(&mut p);
             let text = serde_json::to_string(&to_stored(d, record.clone()))
                 .map_err(|e| DataError::Invalid(e.to_string()))?;
-            let (text, now) = (p.text(text), p.int(now_ms()));
+            let text = p.text(text);
+            let turn = self.write_turn().await;
+            let now = p.int(now_ms());
             let sql = format!(
                 "UPDATE collection_items SET data = {}, updated_at = {now} WHERE {wh} RETURNING {}",
                 d.json_in(&text),
                 item_cols(d)
             );
-            let turn = self.write_turn().await;
             let rows = p.query(sql).fetch_all(&self.db).await.map_err(db_err)?;
             drop(turn);
             if !rows.is_empty() {

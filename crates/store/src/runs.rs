@@ -1127,8 +1127,10 @@ impl RunStore for SqlStore {
     }
 
     async fn cancel_run(&self, id: &str, cancelled: Envelope) -> StoreResult<CancelOutcome> {
-        let now = now_ms();
         let (mut tx, _turn) = self.begin_write().await?;
+        // Stamped once the write is ours: a stamp taken before a wait for the lock would
+        // fall behind what other processes' pollers look back for.
+        let now = now_ms();
         let row = sqlx::query(
             "UPDATE runs SET status = 'cancelled', waiting_for = NULL, lease_owner = NULL, \
              lease_expires_at = NULL, fence = fence + 1, next_seq = next_seq + 1, \
