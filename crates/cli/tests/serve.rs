@@ -396,3 +396,26 @@ async fn sigterm_finishes_the_step_then_lets_go_sqlite() {
 async fn sigterm_cuts_off_a_stuck_step_after_the_grace_postgres() {
     sigterm_hands_the_run_over(Dialect::Postgres, None).await;
 }
+
+/// Stopped by SIGTERM, `fathom serve` leaves its SQLite database as one file: the write-ahead
+/// log folded in, so a copy of `fathom.db` alone holds the runs it took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_server_leaves_its_database_as_one_file() {
+    let env = env(Dialect::Sqlite).await;
+    let mut served = Served::spawn(&env, &["serve"], &[], "serving deployment");
+    let id = start_run(&http(), &served.api()).await;
+    served.terminate();
+    assert!(served.wait_exit().success(), "a clean exit after SIGTERM");
+    let log = PathBuf::from(format!("{}-wal", env.db));
+    assert!(!log.exists(), "{} left behind", log.display());
+
+    let copy = env.tmp.path().join("copy.db");
+    std::fs::copy(&env.db, &copy).unwrap();
+    let store = fathom_store::SqlStore::connect(copy.to_str().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        store.get_run(&id).await.unwrap().is_some(),
+        "run {id} in the copy"
+    );
+}
