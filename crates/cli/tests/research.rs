@@ -218,12 +218,8 @@ async fn gate_survives_restarts_postgres() {
 async fn the_database_is_one_file_once_the_command_exits() {
     let (env, _keep) = env(Dialect::Sqlite).await;
     let id = session_of(&ok(&env.run(&env.research_args(&["--yes"]))));
-    let log = PathBuf::from(format!("{}-wal", env.db));
-    assert!(!log.exists(), "{} left behind", log.display());
-
     let elsewhere = tempfile::tempdir().unwrap();
-    let copy = elsewhere.path().join("copy.db");
-    std::fs::copy(&env.db, &copy).unwrap();
+    let copy = fathom_testkit::db::copy_of_closed_file(&env.db, elsewhere.path());
     let shown = ok(&Command::new(env!("CARGO_BIN_EXE_fathom"))
         .env_remove("DATABASE_URL")
         .env_remove("FATHOM_CONFIG")

@@ -406,11 +406,7 @@ async fn a_stopped_server_leaves_its_database_as_one_file() {
     let id = start_run(&http(), &served.api()).await;
     served.terminate();
     assert!(served.wait_exit().success(), "a clean exit after SIGTERM");
-    let log = PathBuf::from(format!("{}-wal", env.db));
-    assert!(!log.exists(), "{} left behind", log.display());
-
-    let copy = env.tmp.path().join("copy.db");
-    std::fs::copy(&env.db, &copy).unwrap();
+    let copy = fathom_testkit::db::copy_of_closed_file(&env.db, env.tmp.path());
     let store = fathom_store::SqlStore::connect(copy.to_str().unwrap())
         .await
         .unwrap();

@@ -27,6 +27,15 @@ async fn create_run(store: &SqlStore, i: usize, state: serde_json::Value) {
         .unwrap();
 }
 
+/// A store on a new SQLite file in `dir`, and that file's path.
+async fn store_in(dir: &std::path::Path) -> (std::path::PathBuf, SqlStore) {
+    let file = dir.join("fathom.db");
+    let store = SqlStore::connect(&format!("sqlite://{}", file.display()))
+        .await
+        .unwrap();
+    (file, store)
+}
+
 /// Runs in a copy of the database file made without its log; None while the copy cannot be
 /// read (taken mid-checkpoint, or before the tables reached the file).
 async fn runs_in_copy_of_file(file: &std::path::Path, copy: &std::path::Path) -> Option<i64> {
@@ -47,11 +56,8 @@ async fn runs_in_copy_of_file(file: &std::path::Path, copy: &std::path::Path) ->
 #[tokio::test]
 async fn commits_reach_the_database_file_without_its_log() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("fathom.db");
+    let (file, store) = store_in(dir.path()).await;
     let copy = dir.path().join("copy.db");
-    let store = SqlStore::connect(&format!("sqlite://{}", file.display()))
-        .await
-        .unwrap();
     // A few commits: far fewer pages than SQLite's own checkpoint waits for (1,000).
     for i in 0..20 {
         create_run(&store, i, json!({"i": i})).await;
@@ -77,11 +83,8 @@ async fn commits_reach_the_database_file_without_its_log() {
 #[tokio::test]
 async fn the_log_stays_small_under_steady_writing() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("fathom.db");
-    let log = dir.path().join("fathom.db-wal");
-    let store = SqlStore::connect(&format!("sqlite://{}", file.display()))
-        .await
-        .unwrap();
+    let (file, store) = store_in(dir.path()).await;
+    let log = file.with_extension("db-wal");
     // 96 MiB of run state written back to back: a log that never started over would hold
     // all of it.
     let state = json!({"text": "x".repeat(24 * 1024)});

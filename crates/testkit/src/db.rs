@@ -64,3 +64,14 @@ pub async fn fresh(dialect: Dialect) -> TestDb {
         _dir: dir,
     }
 }
+
+/// The SQLite database file at `path` copied alone into `dir`, as a backup would take it,
+/// once no write-ahead log is left beside it (whoever wrote it has closed it): the copy must
+/// then hold everything committed.
+pub fn copy_of_closed_file(path: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let log = std::path::PathBuf::from(format!("{path}-wal"));
+    assert!(!log.exists(), "{} left behind", log.display());
+    let copy = dir.join("copy.db");
+    std::fs::copy(path, &copy).expect("copy the database file");
+    copy
+}
