@@ -64,7 +64,8 @@ pub struct Check {
 }
 
 /// `s` as a reader sees it: Markdown escapes undone (`\[` → `[`), citation markers `[n]`
-/// removed and whitespace collapsed. Report sentences and document blocks are both stored
+/// removed, a model's emphasis markers dropped and its links reduced to their text, and
+/// whitespace collapsed. Report sentences and document blocks are both stored
 /// escaped; inside a code span nothing is touched, as Markdown does.
 pub fn plain_text(s: &str) -> String {
     let chars: Vec<char> = s.chars().collect();
@@ -90,11 +91,56 @@ pub fn plain_text(s: &str) -> String {
                 i += digits + 2;
                 continue;
             }
+            // A link a model wrote, `[text](url)`: its text, not its address.
+            if let Some((text_end, after)) = link_at(&chars, i) {
+                out.extend(&chars[i + 1..text_end]);
+                i = after;
+                continue;
+            }
+        } else if !in_code && matches!(c, '*' | '_') {
+            // Emphasis a model wrote (`**word**`, `_word_`): the markers go, the words stay.
+            let run = chars[i..].iter().take_while(|&&x| x == c).count();
+            if emphasis_run(&chars, i, run) {
+                i += run;
+                continue;
+            }
         }
         out.push(c);
         i += 1;
     }
     out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Where the link `[text](url)` opening at `open` ends: the index of its `]` and the index
+/// after its `)`. The address has no space and no parenthesis.
+fn link_at(chars: &[char], open: usize) -> Option<(usize, usize)> {
+    let close = open
+        + 1
+        + chars[open + 1..]
+            .iter()
+            .position(|&c| c == ']' || c == '[')?;
+    if chars[close] != ']' || chars.get(close + 1) != Some(&'(') {
+        return None;
+    }
+    let end = close
+        + 2
+        + chars[close + 2..]
+            .iter()
+            .position(|&c| c == ')' || c == '(' || c.is_whitespace())?;
+    (chars[end] == ')' && end > close + 2).then_some((close, end + 1))
+}
+
+/// Whether the run of `run` unescaped `*` or `_` at `at` delimits emphasis: it touches
+/// a word on one side and space or punctuation (or the text's end) on the other. Inside a
+/// word (`max_len`, `2*3`) it is the character itself.
+fn emphasis_run(chars: &[char], at: usize, run: usize) -> bool {
+    let before = at.checked_sub(1).map(|j| chars[j]);
+    let after = chars.get(at + run).copied();
+    let open = |x: Option<char>| x.is_none_or(|x| x.is_whitespace() || x.is_ascii_punctuation());
+    let word = |x: Option<char>| x.is_some_and(|x| !x.is_whitespace());
+    let inside =
+        before.is_some_and(char::is_alphanumeric) && after.is_some_and(char::is_alphanumeric);
+    run <= 3 && !inside && ((open(before) && word(after)) || (word(before) && open(after)))
 }
 
 /// The passage of `doc` (restricted to `page` when given) that best matches `claim`: a window
@@ -391,6 +437,16 @@ pub fn closest_sentence(claim: &str, span: &Span) -> Option<String> {
         }
     }
     best.map(|(_, _, s)| s)
+}
+
+/// How many content terms and numbers of `claim` the sentence `other` holds (Markdown and
+/// citation markers aside): how closely it restates the claim.
+pub fn shared_terms(claim: &str, other: &str) -> usize {
+    let have = features(&plain_text(other));
+    features(&plain_text(claim))
+        .iter()
+        .filter(|t| have.contains(*t))
+        .count()
 }
 
 /// Content terms exactly as `fathom_parse::text::terms` makes them, less numbers ("42",
@@ -789,6 +845,26 @@ mod tests {
             Ok(())
         );
         assert_eq!(plain_text(r"A \[1\] b. [1]"), "A [1] b.");
+    }
+
+    #[test]
+    fn a_models_emphasis_and_links_read_as_their_words() {
+        assert_eq!(
+            plain_text("A **data race** needs _two_ threads; see [the book](https://x.test/b)."),
+            "A data race needs two threads; see the book."
+        );
+        // Inside a word, in code, escaped or standing alone, the characters stay.
+        assert_eq!(
+            plain_text(r"max_len is 2*3, `*p` and \*args; a * b [not a link] (x)"),
+            "max_len is 2*3, `*p` and *args; a * b [not a link] (x)"
+        );
+        assert_eq!(
+            entails(
+                "The **`Send`** trait marks types that can move to _another_ thread.",
+                "The `Send` trait marks types that can move to another thread."
+            ),
+            Ok(())
+        );
     }
 
     #[test]

@@ -4,18 +4,22 @@
 //! - [`best_passages`]: the passages of a document that bear on a query, what a researcher
 //!   is shown of each page it reads;
 //! - [`check_claim`]: whether the best-matching passage of a document supports a sentence
-//!   (numbers, names and negation must agree, most content terms must be there).
+//!   (numbers, names and negation must agree, most content terms must be there);
+//! - [`is_claim`]: whether a sentence states something at all (headings, questions and
+//!   transitions do not).
 //!
 //! Both look at windows of consecutive sentences within a block, from [`sentence_blocks`].
 
 mod claim;
 mod passages;
+mod statement;
 
 pub use claim::{
     Check, DocSentences, Span, Verdict, best_span, check_claim, closest_sentence, entails,
-    plain_text,
+    plain_text, shared_terms,
 };
 pub use passages::{Passage, best_passages, cut, opening};
+pub use statement::is_claim;
 
 use fathom_parse::ParsedDoc;
 use fathom_parse::text::sentences;

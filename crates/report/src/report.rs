@@ -200,6 +200,153 @@ impl Report {
     }
 }
 
+/// Inline Markdown a model wrote, made safe for a report paragraph: the code spans, emphasis
+/// (`*`, `**`, `_`, `__`, in pairs) and http(s) links it wrote are kept; everything else that
+/// Markdown would read as markup is escaped: a bracket that is not a link's (a stray `[3]` is
+/// not one of the report's citations), an unpaired backtick or emphasis marker, `#`, `<`, `>`,
+/// `|`, `~`, a backslash, and an opening that would start a list (`- `, `1. `).
+pub fn model_markdown(text: &str) -> String {
+    let chars: Vec<char> = text.trim().chars().collect();
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '`' => {
+                let run = chars[i..].iter().take_while(|&&x| x == '`').count();
+                match closing_ticks(&chars, i + run, run) {
+                    Some(end) => {
+                        out.extend(&chars[i..end + run]);
+                        i = end + run;
+                    }
+                    None => {
+                        for _ in 0..run {
+                            out.push_str("\\`");
+                        }
+                        i += run;
+                    }
+                }
+                continue;
+            }
+            '*' | '_' => {
+                let run = chars[i..].iter().take_while(|&&x| x == c).count();
+                match closing_emphasis(&chars, i, run) {
+                    Some(end) => {
+                        out.extend(&chars[i..i + run]);
+                        out.push_str(&model_markdown(
+                            &chars[i + run..end].iter().collect::<String>(),
+                        ));
+                        out.extend(&chars[end..end + run]);
+                        i = end + run;
+                    }
+                    None => {
+                        for _ in 0..run {
+                            out.push('\\');
+                            out.push(c);
+                        }
+                        i += run;
+                    }
+                }
+                continue;
+            }
+            '[' => {
+                if let Some((close, end)) = web_link(&chars, i) {
+                    out.push('[');
+                    out.push_str(&model_markdown(
+                        &chars[i + 1..close].iter().collect::<String>(),
+                    ));
+                    out.extend(&chars[close..end]);
+                    i = end;
+                    continue;
+                }
+                out.push_str("\\[");
+            }
+            ']' | '#' | '<' | '>' | '|' | '~' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+    // "- x", "+ x" or "1. x" opening a paragraph would make it a list.
+    let digits = out.chars().take_while(char::is_ascii_digit).count();
+    let list = out.starts_with("- ")
+        || out.starts_with("+ ")
+        || (digits > 0 && matches!(out[digits..].chars().next(), Some('.' | ')')));
+    if list {
+        let at = if digits > 0 { digits } else { 0 };
+        out.insert(at, '\\');
+    }
+    out
+}
+
+/// Where the code span opened by `run` backticks before `from` closes: the index of a run of
+/// exactly as many.
+fn closing_ticks(chars: &[char], from: usize, run: usize) -> Option<usize> {
+    let mut j = from;
+    while j < chars.len() {
+        if chars[j] == '`' {
+            let n = chars[j..].iter().take_while(|&&x| x == '`').count();
+            if n == run && j > from {
+                return Some(j);
+            }
+            j += n;
+        } else {
+            j += 1;
+        }
+    }
+    None
+}
+
+/// Where the emphasis opened by the `run` markers at `at` closes: the index of the same run
+/// touching a word on its left, before any other marker run. The opening must touch a word
+/// on its right and not stand inside a word.
+fn closing_emphasis(chars: &[char], at: usize, run: usize) -> Option<usize> {
+    let c = chars[at];
+    let before = at.checked_sub(1).map(|j| chars[j]);
+    let after = chars.get(at + run).copied();
+    if run > 2 || after.is_none_or(char::is_whitespace) || before.is_some_and(char::is_alphanumeric)
+    {
+        return None;
+    }
+    let mut j = at + run;
+    while j < chars.len() {
+        if chars[j] == '`' {
+            return None;
+        }
+        if chars[j] == c {
+            let n = chars[j..].iter().take_while(|&&x| x == c).count();
+            let closes = n == run
+                && !chars[j - 1].is_whitespace()
+                && chars.get(j + n).is_none_or(|x| !x.is_alphanumeric());
+            return closes.then_some(j);
+        }
+        j += 1;
+    }
+    None
+}
+
+/// The link `[text](http…)` opening at `open`: the index of its `]` and the index after its
+/// `)`. Only web addresses, with no space or parenthesis in them.
+fn web_link(chars: &[char], open: usize) -> Option<(usize, usize)> {
+    let close = open
+        + 1
+        + chars[open + 1..]
+            .iter()
+            .position(|&c| c == ']' || c == '[')?;
+    if chars[close] != ']' || close == open + 1 || chars.get(close + 1) != Some(&'(') {
+        return None;
+    }
+    let rest = &chars[close + 2..];
+    let end = rest
+        .iter()
+        .position(|&c| c == ')' || c == '(' || c.is_whitespace() || c == '<' || c == '>')?;
+    let url: String = rest[..end].iter().collect();
+    let web = url.starts_with("https://") || url.starts_with("http://");
+    (rest[end] == ')' && web).then_some((close, close + 2 + end + 1))
+}
+
 /// The invariants every version of the report keeps: one H1 first, no skipped heading level,
 /// no raw HTML, no code block, and every `[n]` naming a listed source.
 pub fn check_markdown(md: &str, sources: usize) -> Result<(), String> {
@@ -373,6 +520,49 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, ReportError::TooLarge { .. }));
         assert_eq!(r, Report::new("Q"));
+    }
+
+    #[test]
+    fn a_models_markdown_keeps_code_emphasis_and_links() {
+        assert_eq!(
+            model_markdown(
+                "`Box<T>` is a **smart pointer**; see _the book_ or [ch15](https://doc.rust-lang.org/book/ch15-01-box.html)."
+            ),
+            "`Box<T>` is a **smart pointer**; see _the book_ or [ch15](https://doc.rust-lang.org/book/ch15-01-box.html)."
+        );
+        // What would break the report is escaped: a stray citation, a heading mark, raw
+        // HTML, a link that is not to the web, an unpaired marker, a list opening.
+        assert_eq!(
+            model_markdown("# Data races [3] need <b>two</b> threads [x](javascript:alert)"),
+            r"\# Data races \[3\] need \<b\>two\</b\> threads \[x\](javascript:alert)"
+        );
+        assert_eq!(
+            model_markdown("a * b and 2*3 with max_len and `x"),
+            r"a \* b and 2\*3 with max\_len and \`x"
+        );
+        assert_eq!(model_markdown("- not a list"), r"\- not a list");
+        assert_eq!(model_markdown("1. not a list"), r"1\. not a list");
+        assert_eq!(
+            model_markdown("``a ` b`` stays code"),
+            "``a ` b`` stays code"
+        );
+        // Each renders as the model meant, and the report stays valid with no citation.
+        let mut r = Report::new("Q");
+        let md = r
+            .apply(
+                &Patch {
+                    section: "S".into(),
+                    quotes: vec![quote(
+                        &model_markdown("# Not a heading [7] `Box`."),
+                        "file:///a",
+                    )],
+                    note: None,
+                },
+                1000,
+            )
+            .unwrap();
+        assert!(md.contains(r"\# Not a heading \[7\] `Box`. [1]"), "{md}");
+        assert_eq!(citations(&md), vec![1]);
     }
 
     #[test]

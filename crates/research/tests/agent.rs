@@ -222,20 +222,36 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         .filter(|r| system(&r.body).starts_with("You review research"))
         .count();
     assert_eq!(reflections, 2);
-    assert_eq!(web.searches.load(Ordering::SeqCst), 3);
-    assert_eq!(web.pages.load(Ordering::SeqCst), 3);
+    // The three tasks' searches, and at most three beside them: the question first, then
+    // the built-in planner's queries for it; each search reads its one result.
+    let events = store.events_after(&run.id, -1, 10_000).await.unwrap();
+    let reached: Vec<&str> = events
+        .iter()
+        .filter(|e| {
+            e.envelope.event_type == "ToolCall"
+                && e.envelope.value["tool_id"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with("web_search-reach"))
+        })
+        .map(|e| e.envelope.value["tool_kwargs"]["query"].as_str().unwrap())
+        .collect();
+    assert_eq!(reached.first(), Some(&"What did the survey measure?"));
+    assert!(reached.len() <= 3, "{reached:?}");
+    assert_eq!(web.searches.load(Ordering::SeqCst), 3 + reached.len());
+    assert_eq!(web.pages.load(Ordering::SeqCst), 3 + reached.len());
 
     let done = store.get_run(&run.id).await.unwrap().unwrap();
     let result = done.result.unwrap().value;
     let report = result["report_markdown"].as_str().unwrap();
-    // [1] and [2] name sources read; [9] named none and is gone. The fabricated finding
-    // (a URL never fetched) never reached the writer.
+    // [1] and [2] name sources read; [9] named none and is gone, and so is its sentence,
+    // which no page read says. The fabricated finding (a URL never fetched) never reached
+    // the writer.
     assert!(
         report.contains("The survey measured 42 units in 2024. [1]"),
         "{report}"
     );
     assert!(
-        report.contains("A claim that cites nothing read."),
+        !report.contains("A claim that cites nothing read."),
         "{report}"
     );
     assert!(
@@ -274,14 +290,28 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
     // Each cited sentence was checked against the passage it cites. The one giving a number
     // the page does not (17) failed the offline check and the verifier's, and was rewritten
     // from the passage, then left out: the report already said that; the others held. The
-    // second section's repeat of the first was left out before any check.
+    // second section's repeat of the first was left out before any check. The sentence
+    // whose citation named no source read was checked as written without one: no page
+    // read says it, none restates it, and it was removed.
     let claims = session["claims"].as_array().unwrap();
     assert_eq!(
         claims.len(),
-        3,
-        "three cited sentences in one section, one in the other"
+        4,
+        "three sentences in one section (one left uncited), one in the other"
     );
-    for c in claims {
+    let uncited = claims
+        .iter()
+        .find(|c| c["sentence"] == "A claim that cites nothing read.")
+        .unwrap();
+    assert_eq!(uncited["outcome"], "removed", "{uncited}");
+    assert!(
+        uncited["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("written without a citation; no source read supports it"),
+        "{uncited}"
+    );
+    for c in claims.iter().filter(|c| c["source_url"] != "") {
         let wrong = c["sentence"].as_str().unwrap().contains("17 units");
         assert_eq!(
             c["verdict"],
@@ -321,7 +351,16 @@ async fn the_agent_plans_without_the_web_then_researches_in_parallel_and_cites_w
         session["tokens_used"],
         calls * (PROMPT_TOKENS + COMPLETION_TOKENS)
     );
-    assert_eq!(session["findings"].as_array().unwrap().len(), 3);
+    // The researchers' three, then the best sentences (six at most) of the pages the
+    // question's own searches read.
+    let findings = session["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 3 + 6);
+    assert!(
+        findings[..3]
+            .iter()
+            .all(|f| f["fact"] == "It was measured at 42 units in 2024."),
+        "{findings:?}"
+    );
     // Each tool and model call is on the stream once, each call with its result.
     let events = store.events_after(&run.id, -1, 10_000).await.unwrap();
     let count = |t: &str| events.iter().filter(|e| e.envelope.event_type == t).count();
@@ -686,10 +725,19 @@ async fn a_naive_model_still_gets_a_cited_report_from_what_the_searches_found() 
         noted("was written from the sources' own sentences"),
         "{notes:?}"
     );
-    // Each cited sentence was checked against its passage, and holds.
+    // Each cited sentence was checked against its passage, and holds; the model's prose,
+    // which states nothing ("This section covers the subject in some depth."), is no claim
+    // and was left out.
     let claims = session["claims"].as_array().unwrap();
     assert!(!claims.is_empty());
     for c in claims {
+        if c["outcome"] == "removed" {
+            assert!(
+                c["reason"].as_str().unwrap().starts_with("not a claim"),
+                "{c}"
+            );
+            continue;
+        }
         assert_eq!(c["verdict"], "supported", "{c}");
         assert_eq!(c["outcome"], "kept", "{c}");
         assert!(!c["span"]["text"].as_str().unwrap().is_empty(), "{c}");
@@ -833,10 +881,16 @@ async fn a_looping_silent_overflowing_model_meets_bounded_retries_and_the_run_co
         content.matches("Alpha is warm in winter.").count() == 1,
         "{content}"
     );
+    // (The question's own searches, beside the model's, are apart.)
     let searches: Vec<&serde_json::Value> = events
         .iter()
         .filter(|e| {
-            e.envelope.event_type == "ToolCall" && e.envelope.value["tool_name"] == "web_search"
+            e.envelope.event_type == "ToolCall"
+                && e.envelope.value["tool_name"] == "web_search"
+                && !e.envelope.value["tool_id"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("web_search-reach")
         })
         .map(|e| &e.envelope.value["tool_kwargs"]["query"])
         .collect();
@@ -989,6 +1043,33 @@ async fn the_coordinator_model_sends_a_simple_question_to_a_direct_answer_from_l
         report.contains("survey.md"),
         "cites the local page: {report}"
     );
+    // The model wrote the answer from the best passages of the page, and what it wrote was
+    // checked like any report: the cited sentence held, the one citing a source that does
+    // not exist ([2]) was cited to the page that says it.
+    let ask = last(&asked[1].body)["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        ask.contains("- The survey measured 42 units in 2024."),
+        "{ask}"
+    );
+    assert!(
+        report.contains("The survey measured 42 units in 2024. [1]"),
+        "{report}"
+    );
+    assert!(
+        report.contains("keeps the page long enough to be an article. [1]"),
+        "{report}"
+    );
+    let session = research.sessions().get(&run.id).await.unwrap();
+    let outcomes: Vec<&str> = session["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["kept", "attributed"], "{}", session["claims"]);
 }
 
 /// A follow-up with the agent: its plan splits the planner's queries into those the parent's
@@ -1078,4 +1159,169 @@ async fn a_follow_up_researches_only_what_the_parents_sources_do_not_answer() {
             .any(|e| e.envelope.value["tool_name"] == "search_session")
     );
     assert!(session["report_markdown"].as_str().unwrap().contains("[1]"));
+}
+
+/// With a model the model writes, and every sentence that states something stands on a
+/// source: a sentence it wrote without a citation is cited to the page that says it,
+/// rewritten from the closest sentence read, or removed (as is a transition), and the
+/// session says which. Headings it writes never run into the prose, and its Markdown
+/// (backticks, emphasis) reaches the report as written. The question itself is searched
+/// beside the model's queries, and a light run that did its two steps is not "cut short".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sentence_the_model_writes_stands_on_a_source_or_goes() {
+    use fathom_testkit::llm::Reply;
+    let web = SearchAndPages::start().await;
+    let scripted = scripted_agent();
+    let llm = Server::start(move |body, n| {
+        let sys = system(body);
+        if sys.starts_with("You review research") {
+            return Reply::text(r#"{"decision": "continue", "tasks": [], "reason": "go on"}"#);
+        }
+        if sys.starts_with("You are the planner") {
+            return Reply::text(
+                r#"{"clarifying_questions": [], "queries": ["alpha", "beta", "gamma"],
+                    "outline": ["The survey's pages", "Measurements"]}"#,
+            );
+        }
+        if sys.starts_with("You write one section") {
+            return Reply::text(
+                "### Survey Results\n\
+                 The `survey team` measured it at **42 units** [1].\n\
+                 Let us look at the details.\n\
+                 `Box` is a stack-allocated smart pointer.\n\
+                 A second paragraph about alpha keeps the page from being 3 articles.\n\
+                 Measurement Details\n\
+                 The key fact about beta is that it was measured in 2024.",
+            );
+        }
+        scripted(body, n)
+    })
+    .await;
+    let (research, store, _db) = service(&web, &llm).await;
+    let run = research
+        .start(
+            "What did the survey measure?",
+            Some(
+                json!({"mode": "deep", "require_approval": false, "depth": "light",
+                        "max_parallel_researchers": 1}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
+
+    // Light depth is two steps: alpha, then beta; gamma is left for a deeper run, which is
+    // what the depth asked for, not research cut short.
+    assert_eq!(tasks_started(&llm), ["alpha", "beta"]);
+    let session = research.sessions().get(&run.id).await.unwrap();
+    assert!(session["cut_short"].is_null(), "{}", session["cut_short"]);
+    assert!(
+        session["notes"]
+            .to_string()
+            .contains("1 planned tasks were left for a deeper run: light depth allows 2"),
+        "{}",
+        session["notes"]
+    );
+
+    // The question and the built-in planner's queries were searched beside the model's,
+    // journaled like any search, and bounded.
+    let events = store.events_after(&run.id, -1, 10_000).await.unwrap();
+    let searches: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| {
+            e.envelope.event_type == "ToolCall" && e.envelope.value["tool_name"] == "web_search"
+        })
+        .map(|e| {
+            (
+                e.envelope.value["tool_id"].as_str().unwrap(),
+                e.envelope.value["tool_kwargs"]["query"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        searches[0],
+        ("web_search-reach1", "What did the survey measure?"),
+        "{searches:?}"
+    );
+    let reached = searches
+        .iter()
+        .filter(|(id, _)| id.starts_with("web_search-reach"))
+        .count();
+    assert!((1..=3).contains(&reached), "{searches:?}");
+    assert_eq!(web.searches.load(Ordering::SeqCst), reached + 2);
+
+    let report = session["report_markdown"].as_str().unwrap();
+    // Kept, cited, with its Markdown as the model wrote it.
+    assert!(
+        report.contains("The `survey team` measured it at **42 units**. [1]"),
+        "{report}"
+    );
+    assert!(!report.contains("\\`"), "no escaped backtick: {report}");
+    // Headings the model wrote are gone: none runs into a sentence.
+    assert!(
+        !report.contains("Survey Results") && !report.contains("Measurement Details"),
+        "{report}"
+    );
+    // The transition and the claim no page supports are gone; the wrong count is rewritten
+    // from the page (it is about the section's subject, pages); the sentence a page says
+    // is cited to it.
+    assert!(!report.contains("Let us look"), "{report}");
+    assert!(!report.contains("stack-allocated"), "{report}");
+    assert!(!report.contains("3 articles"), "{report}");
+    assert!(
+        report.contains(
+            "A second paragraph about alpha keeps the page long enough to be an article. ["
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("The key fact about beta is that it was measured in 2024. ["),
+        "{report}"
+    );
+    // Every sentence of the sections is cited.
+    let body = report
+        .split("\n## ")
+        .skip(1)
+        .filter(|s| !s.starts_with("Sources"));
+    for section in body {
+        for line in section
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('_'))
+        {
+            // "Text. [1] Next." splits as "Text." and "[1] Next.": the marker is the first's.
+            let sentences = fathom_parse::text::sentences(line);
+            for (i, s) in sentences.iter().enumerate() {
+                let cited =
+                    s.ends_with(']') || sentences.get(i + 1).is_some_and(|n| n.starts_with('['));
+                assert!(cited, "uncited sentence \"{s}\" in {report}");
+            }
+        }
+    }
+    let claims = session["claims"].as_array().unwrap();
+    let outcome = |needle: &str| {
+        claims
+            .iter()
+            .find(|c| c["sentence"].as_str().unwrap().contains(needle))
+            .map(|c| {
+                (
+                    c["outcome"].as_str().unwrap(),
+                    c["reason"].as_str().unwrap(),
+                )
+            })
+            .unwrap_or_else(|| panic!("no claim record for {needle}: {claims:?}"))
+    };
+    assert_eq!(outcome("Let us look").0, "removed");
+    assert!(outcome("Let us look").1.starts_with("not a claim"));
+    assert_eq!(outcome("stack-allocated").0, "removed");
+    assert!(
+        outcome("stack-allocated")
+            .1
+            .contains("written without a citation; no source read supports it"),
+        "{:?}",
+        outcome("stack-allocated")
+    );
+    assert_eq!(outcome("3 articles").0, "rewritten");
+    assert_eq!(outcome("about beta").0, "attributed");
+    assert_eq!(outcome("**42 units**").0, "kept");
 }

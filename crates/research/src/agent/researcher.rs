@@ -3,7 +3,9 @@
 //! with fact-dense findings tied to the URLs they came from; then a reflection decides to
 //! continue with the next tasks, adjust the remaining ones (completed work is kept), or
 //! complete. The number of steps is bounded by the depth setting; the token budget and the
-//! deadline stop research early, and the report then says it was cut short.
+//! deadline stop research early, and the report then says it was cut short. Before the
+//! first step, the question itself and the built-in planner's queries are searched beside
+//! the model's, so the pages that hold the answer are read even when its queries miss them.
 
 use fathom_engine::{Envelope, StepError};
 use fathom_llm::{ChatRequest, Message, ResponseFormat, ToolSpec};
@@ -120,13 +122,22 @@ fn over_budget(ctx: &RunCtx, settings: &Settings) -> Option<String> {
     })
 }
 
-/// Runs the research steps for an approved plan.
+/// Queries searched besides the model's, at most: the question itself, then the built-in
+/// planner's.
+const REACH_QUERIES: usize = 3;
+/// Findings taken from what those searches read.
+const REACH_FINDINGS: usize = 6;
+
+/// Runs the research steps for an approved plan. With `reach`, the question itself and the
+/// built-in planner's queries for it are searched first, beside the model's (see
+/// [`reach_the_pages`]).
 pub async fn research(
     ctx: &RunCtx,
     tools: &Tools,
     models: &Models,
     plan: &Plan,
     settings: &Settings,
+    reach: bool,
     wrap_up: impl Fn() -> bool,
 ) -> Result<Gathered, StepError> {
     let mut gathered = Gathered::default();
@@ -139,6 +150,12 @@ pub async fn research(
             offered
         }
         None => Vec::new(),
+    };
+    // Searched first (the deadline may stop the steps), kept after the researchers' work.
+    let reached = if reach && !decided(ctx, "decide:late:reach", wrap_up()).await? {
+        reach_the_pages(ctx, tools, plan, settings).await?
+    } else {
+        Gathered::default()
     };
     let mut pending: Vec<String> = plan.queries.clone();
     let parallel = settings.max_parallel_researchers.clamp(1, 8);
@@ -184,9 +201,18 @@ pub async fn research(
             }
         }
         if step == settings.depth.max_steps() {
+            // The depth's steps are done: that is the research asked for, not research cut
+            // short. What the plan held beyond them is noted on the run.
             if !pending.is_empty() {
-                gathered.cut_short =
-                    Some(format!("the depth setting allows {step} research steps"));
+                let depth = serde_json::to_value(settings.depth)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                gathered.notes.push(format!(
+                    "{} planned tasks were left for a deeper run: {depth} depth allows {step} \
+                     research steps",
+                    pending.len(),
+                ));
             }
             break;
         }
@@ -205,7 +231,82 @@ pub async fn research(
             _ => {}
         }
     }
+    gathered.findings.extend(reached.findings);
+    for r in reached.read {
+        if !gathered.read.iter().any(|x| x.url == r.url) {
+            gathered.read.push(r);
+        }
+    }
     Ok(gathered)
+}
+
+/// The pages that hold the answer, reached even when the model's queries miss them: the
+/// question itself and the queries the built-in planner makes of it (from the words of the
+/// question and of the local sources' first look) that the plan does not ask already, at
+/// most [`REACH_QUERIES`], each searched and its top results read like a researcher's
+/// search, journaled under `web_search-reach{k}`. The best sentences read are findings
+/// beside the researchers', and the pages read are sources after theirs.
+async fn reach_the_pages(
+    ctx: &RunCtx,
+    tools: &Tools,
+    plan: &Plan,
+    settings: &Settings,
+) -> Result<Gathered, StepError> {
+    let offline = crate::rules::plan::decompose_query(
+        &plan.question,
+        &[],
+        &[],
+        &plan.background,
+        &super::language(ctx),
+    );
+    // A query is asked already when it has the same words (case and punctuation aside).
+    let key = |q: &str| fathom_parse::text::words(q).join(" ");
+    let mut asked: Vec<String> = plan.queries.iter().map(|q| key(q)).collect();
+    let mut queries: Vec<String> = Vec::new();
+    for q in std::iter::once(plan.question.clone()).chain(offline.queries) {
+        let q = q.split_whitespace().collect::<Vec<_>>().join(" ");
+        let k = key(&q);
+        if k.is_empty() || asked.contains(&k) {
+            continue;
+        }
+        asked.push(k);
+        queries.push(q);
+        if queries.len() == REACH_QUERIES {
+            break;
+        }
+    }
+    let mut reader = Reader {
+        ctx,
+        tools,
+        settings,
+        plan,
+        task: &plan.question,
+        extra: &[],
+        read: Vec::new(),
+        searched: Vec::new(),
+        tried: Vec::new(),
+    };
+    for (k, q) in queries.iter().enumerate() {
+        reader
+            .search(&format!("web_search-reach{}", k + 1), q)
+            .await?;
+    }
+    if !queries.is_empty() {
+        tracing::info!(queries = ?queries, read = reader.read.len(), "searched beside the model's queries");
+    }
+    Ok(Gathered {
+        findings: from_passages(&reader.read, REACH_FINDINGS),
+        read: reader
+            .read
+            .iter()
+            .map(|d| ParsedRef {
+                url: d.url.clone(),
+                title: d.title.clone(),
+                file_id: d.file_id.clone(),
+            })
+            .collect(),
+        ..Default::default()
+    })
 }
 
 async fn reflect(

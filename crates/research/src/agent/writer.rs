@@ -9,7 +9,7 @@ use fathom_llm::{ChatRequest, Message};
 
 use super::{Models, ask, output_tokens};
 use crate::events::ParsedRef;
-use crate::report::{AlsoCited, Quote};
+use crate::report::{AlsoCited, Quote, model_markdown};
 use crate::rules::plan::Plan;
 use crate::state::Gathered;
 use crate::state::RunCtx;
@@ -71,56 +71,155 @@ pub async fn draft(
 
 /// Splits the model's text into sentences, each tied to the sources its markers name among
 /// those read. Markers naming nothing read are removed (and counted); a sentence left with no
-/// valid marker stays, uncited.
+/// valid marker stays, uncited, for the claim check to cite, rewrite or remove. Headings the
+/// model wrote are dropped (they never run into the prose), each list item is a sentence of
+/// its own, and the Markdown it wrote inside a sentence (code, emphasis, web links) is kept.
 pub fn resolve(text: &str, gathered: &Gathered) -> (Vec<Quote>, usize) {
     let mut removed = 0;
     let mut quotes = Vec::new();
-    let flat = text
-        .lines()
-        .map(|l| l.trim().trim_start_matches(['#', '-', '*', '>']).trim())
-        .collect::<Vec<_>>()
-        .join(" ");
-    for sentence in fathom_parse::text::sentences(&flat) {
-        let (clean, markers) = strip_markers(&sentence);
-        let mut cited: Vec<&ParsedRef> = Vec::new();
-        for n in markers {
-            match n.checked_sub(1).and_then(|i| gathered.read.get(i)) {
-                Some(doc) => {
-                    if !cited.iter().any(|d| d.url == doc.url) {
-                        cited.push(doc);
+    for unit in prose_units(text) {
+        for sentence in fathom_parse::text::sentences(&unit) {
+            let (clean, markers) = strip_markers(&sentence);
+            let mut cited: Vec<&ParsedRef> = Vec::new();
+            for n in markers {
+                match n.checked_sub(1).and_then(|i| gathered.read.get(i)) {
+                    Some(doc) => {
+                        if !cited.iter().any(|d| d.url == doc.url) {
+                            cited.push(doc);
+                        }
+                    }
+                    None => {
+                        removed += 1;
+                        tracing::warn!(
+                            marker = n,
+                            sources = gathered.read.len(),
+                            "citation names no source read; removed"
+                        );
                     }
                 }
-                None => {
-                    removed += 1;
-                    tracing::warn!(
-                        marker = n,
-                        sources = gathered.read.len(),
-                        "citation names no source read; removed"
-                    );
-                }
             }
+            let clean = clean.trim();
+            if clean.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
+                continue;
+            }
+            let first = cited.first();
+            quotes.push(Quote {
+                text: model_markdown(clean),
+                source_url: first.map(|d| d.url.clone()).unwrap_or_default(),
+                source_title: first.map(|d| d.title.clone()).unwrap_or_default(),
+                page: None,
+                also: cited
+                    .iter()
+                    .skip(1)
+                    .map(|d| AlsoCited {
+                        url: d.url.clone(),
+                        title: d.title.clone(),
+                    })
+                    .collect(),
+            });
         }
-        let clean = clean.trim();
-        if clean.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
-            continue;
-        }
-        let first = cited.first();
-        quotes.push(Quote {
-            text: fathom_parse::text::escape_inline(clean),
-            source_url: first.map(|d| d.url.clone()).unwrap_or_default(),
-            source_title: first.map(|d| d.title.clone()).unwrap_or_default(),
-            page: None,
-            also: cited
-                .iter()
-                .skip(1)
-                .map(|d| AlsoCited {
-                    url: d.url.clone(),
-                    title: d.title.clone(),
-                })
-                .collect(),
-        });
     }
     (quotes, removed)
+}
+
+/// The model's text as runs of prose, each ending a sentence: paragraphs (their lines joined),
+/// and list items one by one, markers stripped. Headings (`#` lines, a line that is all
+/// emphasis, a short capitalised line with no end punctuation) and code blocks are left out.
+/// A run that does not end a sentence is given a period, so the next never runs into it.
+fn prose_units(text: &str) -> Vec<String> {
+    let mut units: Vec<String> = Vec::new();
+    let mut open = false;
+    let mut in_code = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("```") || line.starts_with("~~~") {
+            in_code = !in_code;
+            open = false;
+            continue;
+        }
+        if in_code || line.is_empty() || is_heading_line(line) {
+            open = false;
+            continue;
+        }
+        let line = line.trim_start_matches('>').trim_start();
+        let (item, body) = match list_item(line) {
+            Some(body) => (true, body),
+            None => (false, line),
+        };
+        // A line wrapped inside a sentence goes on with a small letter.
+        let continues = open && !item && body.starts_with(|c: char| c.is_lowercase());
+        match units.last_mut() {
+            Some(last) if continues || (open && !item && !ends_sentence(last)) => {
+                last.push(' ');
+                last.push_str(body);
+            }
+            _ => units.push(body.to_string()),
+        }
+        open = !item;
+    }
+    units
+        .into_iter()
+        .map(|mut u| {
+            if !ends_sentence(&u) {
+                u.push('.');
+            }
+            u
+        })
+        .collect()
+}
+
+/// Whether `line` is a heading the model wrote: `#` first, all of it emphasis
+/// (`**Ownership**`, `**Ownership:**`), or a line with no end punctuation that is not a claim
+/// ([`fathom_evidence::is_claim`]: "Borrowing Mechanisms").
+fn is_heading_line(line: &str) -> bool {
+    if line.starts_with('#') {
+        return true;
+    }
+    let bare = line.trim_end_matches(':');
+    let emphasised = ["**", "__", "*", "_"].iter().any(|m| {
+        bare.len() > 2 * m.len()
+            && bare.starts_with(m)
+            && bare.ends_with(m)
+            && !bare[m.len()..bare.len() - m.len()].contains(m)
+    });
+    if emphasised {
+        return true;
+    }
+    list_item(line).is_none() && !ends_sentence(line) && !fathom_evidence::is_claim(line)
+}
+
+/// The text of a list item (`- x`, `* x`, `+ x`, `1. x`, `1) x`), if `line` is one.
+fn list_item(line: &str) -> Option<&str> {
+    for m in ["- ", "* ", "+ ", "• "] {
+        if let Some(rest) = line.strip_prefix(m) {
+            return Some(rest.trim_start());
+        }
+    }
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    if digits > 0 && digits < 3 {
+        let rest = &line[digits..];
+        if let Some(r) = rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")) {
+            return Some(r.trim_start());
+        }
+    }
+    None
+}
+
+/// Whether `text` ends a sentence (end punctuation, perhaps then citation markers, quotes or
+/// a closing parenthesis).
+fn ends_sentence(text: &str) -> bool {
+    let mut t = text.trim_end();
+    // "… it [1]" ends where the marker's sentence ends.
+    while let Some(open) = t.strip_suffix(']').and_then(|x| x.rfind('[')) {
+        if !t[open + 1..t.len() - 1]
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ',' || c == ' ')
+        {
+            break;
+        }
+        t = t[..open].trim_end();
+    }
+    let t = t.trim_end_matches(['"', '\'', ')', '”', '’', '*', '_']);
+    t.ends_with(['.', '!', '?', '…', '。', '！', '？', ':', ';'])
 }
 
 /// The sentence without its `[n]` / `[n, m]` markers, and the numbers they named.
@@ -189,10 +288,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                (
-                    "Heading Borrowing is checked at compile time.",
-                    "https://x.test/2"
-                ),
+                ("Borrowing is checked at compile time.", "https://x.test/2"),
                 ("Rust has no garbage collector.", ""),
                 ("Lifetimes are inferred.", "https://x.test/1"),
                 ("See \\[the book\\] for more.", ""),
@@ -201,5 +297,42 @@ mod tests {
         );
         assert_eq!(quotes[4].also.len(), 1, "the repeated [2] counts once");
         assert_eq!(quotes[4].also[0].url, "https://x.test/1");
+    }
+
+    #[test]
+    fn headings_the_model_writes_never_run_into_the_prose_and_its_markdown_stays() {
+        let gathered = Gathered {
+            read: vec![ParsedRef {
+                url: "https://x.test/1".into(),
+                title: "Doc".into(),
+                file_id: "f1".into(),
+            }],
+            ..Default::default()
+        };
+        let text = "### Borrowing Mechanisms\n\
+            Rust's references are checked by the `borrow checker` [1].\n\n\
+            Borrowing Mechanisms\n\
+            A **mutable** reference is _exclusive_ [1]\n\
+            **Message Passing**\n\
+            - Channels move values between threads [1]\n\
+            - `Mutex<T>` guards shared data\n\
+            1. Only one thread holds the lock at a time.\n\
+            ```rust\nlet x = 5;\n```\n\
+            A sentence wrapped by the model\n\
+            over two lines [1].";
+        let (quotes, _) = resolve(text, &gathered);
+        let got: Vec<&str> = quotes.iter().map(|q| q.text.as_str()).collect();
+        assert_eq!(
+            got,
+            [
+                "Rust's references are checked by the `borrow checker`.",
+                "A **mutable** reference is _exclusive_.",
+                "Channels move values between threads.",
+                "`Mutex<T>` guards shared data.",
+                "Only one thread holds the lock at a time.",
+                "A sentence wrapped by the model over two lines.",
+            ]
+        );
+        assert!(quotes.iter().all(|q| !q.text.contains("Mechanisms")));
     }
 }

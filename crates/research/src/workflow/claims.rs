@@ -1,8 +1,11 @@
-//! Every cited sentence checked against the passage it cites before it reaches the report:
+//! Every sentence checked against the passage it cites before it reaches the report:
 //! offline by an entailment-style check (numbers, negation and names must agree), and, with
 //! a model, a sentence the offline check could not confirm by a journaled verifier call. A
 //! sentence still unsupported is rewritten from the passage (its closest sentence, verbatim)
-//! or removed; the session keeps what became of each.
+//! or removed. A claim written without a citation is cited to the source read that supports
+//! it, or rewritten from the closest passage read on the section's subject, or removed. A
+//! sentence that states nothing (a heading, a transition) is no claim: it is not rewritten.
+//! The session keeps what became of each.
 
 use fathom_engine::StepError;
 use std::sync::Arc;
@@ -12,20 +15,26 @@ use crate::report::Quote;
 use crate::state::RunCtx;
 use crate::state::{CheckedBy, ClaimRecord, Outcome};
 use crate::tools::read::CachedDoc;
-use fathom_evidence::{DocSentences, Span, Verdict, closest_sentence, cut};
-use std::collections::HashMap;
+use fathom_evidence::{
+    DocSentences, Span, Verdict, closest_sentence, cut, is_claim, plain_text, shared_terms,
+};
+use fathom_parse::text::terms;
+use std::collections::{HashMap, HashSet};
 
 /// Characters of a passage put to the verifier (a PDF page without punctuation can be one
 /// long "sentence").
 const VERIFIER_PASSAGE: usize = 1500;
 
-/// Checks the cited quotes of `sections` in place, returning a record per cited sentence.
-/// `docs` are the documents read, in the order read (an uncited sentence goes to the first
-/// that supports it); `pass` tells one check of the report from another in the verifier's
-/// journal keys.
+/// Checks the quotes of `sections` in place, returning a record per sentence: every claim
+/// ([`is_claim`]) stands on a passage it cites, is rewritten from one, or is removed; a
+/// sentence that states nothing stays only if its cited source carries it. `docs` are the
+/// documents read, in the order read (an uncited sentence goes to the first that supports
+/// it); `question` says what a rewrite must bear on besides the section's title; `pass`
+/// tells one check of the report from another in the verifier's journal keys.
 pub(super) async fn check_sections(
     ctx: &RunCtx,
     models: Option<&Models>,
+    question: &str,
     sections: &mut [(String, Vec<Quote>)],
     docs: &[Arc<CachedDoc>],
     pass: &str,
@@ -36,33 +45,19 @@ pub(super) async fn check_sections(
     for (si, (title, quotes)) in sections.iter_mut().enumerate() {
         let mut kept: Vec<Quote> = Vec::with_capacity(quotes.len());
         for (qi, quote) in std::mem::take(quotes).into_iter().enumerate() {
+            let claim = is_claim(&quote.text);
             // A sentence written without a citation (small models rarely cite) is cited to
-            // the first source read that supports it by the same check; else it stays
-            // uncited, and citation recall counts it.
+            // the first source read that supports it by the same check, else rewritten from
+            // the closest passage read, else removed. One that states nothing (a heading, a
+            // question, a transition) is not a claim to support: it goes, as it cites nothing.
             let Some(doc) = read_at(docs, &quote.source_url) else {
-                match attribute(&quote.text, docs, &mut read) {
-                    Some((doc, span)) => {
-                        records.push(ClaimRecord {
-                            section: title.clone(),
-                            sentence: quote.text.clone(),
-                            source_url: doc.url.clone(),
-                            span: Some(span.clone()),
-                            verdict: Verdict::Supported,
-                            outcome: Outcome::Attributed,
-                            rewritten: None,
-                            checked_by: CheckedBy::Offline,
-                            reason: "written without a citation; this source supports it".into(),
-                        });
-                        kept.push(Quote {
-                            source_url: doc.url.clone(),
-                            source_title: doc.title.clone(),
-                            page: span.page,
-                            also: Vec::new(),
-                            ..quote
-                        });
-                    }
-                    None => kept.push(quote),
-                }
+                let (record, quote) = if claim {
+                    uncited(quote, title, question, docs, &mut read, &kept)
+                } else {
+                    (not_a_claim(title, &quote, "it cites nothing"), None)
+                };
+                records.push(record);
+                kept.extend(quote);
                 continue;
             };
             let mut check = read.check(&quote.text, doc, quote.page);
@@ -79,6 +74,14 @@ pub(super) async fn check_sections(
                 quote.source_title = first.title;
                 quote.page = None;
                 check = c;
+            }
+            if !claim && check.verdict == Verdict::Unsupported {
+                records.push(not_a_claim(
+                    title,
+                    &quote,
+                    &format!("its source does not carry it ({})", check.reason),
+                ));
+                continue;
             }
             let (mut verdict, mut reason, mut by) =
                 (check.verdict, check.reason, CheckedBy::Offline);
@@ -141,6 +144,132 @@ pub(super) async fn check_sections(
         *quotes = kept;
     }
     Ok(records)
+}
+
+/// The record of a sentence that states nothing ([`is_claim`]), left out because `why`.
+fn not_a_claim(section: &str, quote: &Quote, why: &str) -> ClaimRecord {
+    ClaimRecord {
+        section: section.to_string(),
+        sentence: quote.text.clone(),
+        source_url: quote.source_url.clone(),
+        span: None,
+        verdict: Verdict::Unsupported,
+        outcome: Outcome::Removed,
+        rewritten: None,
+        checked_by: CheckedBy::Offline,
+        reason: format!("not a claim (a heading, a question or a transition), and {why}"),
+    }
+}
+
+/// What becomes of a claim written without a citation: cited to the first document read that
+/// supports it; else rewritten from the sentence of the documents read that restates it best
+/// ([`closest_sentence`] of each document's best passage), when that sentence bears on the
+/// section ([`on_topic`]) and is not in it already; else removed.
+fn uncited(
+    quote: Quote,
+    section: &str,
+    question: &str,
+    docs: &[Arc<CachedDoc>],
+    read: &mut Reading,
+    kept: &[Quote],
+) -> (ClaimRecord, Option<Quote>) {
+    if let Some((doc, span)) = attribute(&quote.text, docs, read) {
+        let record = ClaimRecord {
+            section: section.to_string(),
+            sentence: quote.text.clone(),
+            source_url: doc.url.clone(),
+            span: Some(span.clone()),
+            verdict: Verdict::Supported,
+            outcome: Outcome::Attributed,
+            rewritten: None,
+            checked_by: CheckedBy::Offline,
+            reason: "written without a citation; this source supports it".into(),
+        };
+        let quote = Quote {
+            source_url: doc.url.clone(),
+            source_title: doc.title.clone(),
+            page: span.page,
+            also: Vec::new(),
+            ..quote
+        };
+        return (record, Some(quote));
+    }
+    // (shared terms, document, its passage, the sentence)
+    let mut best: Option<(usize, &CachedDoc, Span, String)> = None;
+    for doc in docs {
+        let Some(span) = doc.sentences().best_span(&quote.text) else {
+            continue;
+        };
+        let Some(sentence) = closest_sentence(&quote.text, &span) else {
+            continue;
+        };
+        if !on_topic(&sentence, section, question) || kept.iter().any(|q| q.text == sentence) {
+            continue;
+        }
+        let shared = shared_terms(&quote.text, &sentence);
+        if best.as_ref().is_none_or(|(n, ..)| shared > *n) {
+            best = Some((shared, &**doc, span, sentence));
+        }
+    }
+    let Some((_, doc, span, sentence)) = best else {
+        let why = docs
+            .first()
+            .map(|d| read.check(&quote.text, d, None).reason)
+            .unwrap_or_else(|| "nothing was read".into());
+        let record = ClaimRecord {
+            section: section.to_string(),
+            sentence: quote.text.clone(),
+            source_url: String::new(),
+            span: None,
+            verdict: Verdict::Unsupported,
+            outcome: Outcome::Removed,
+            rewritten: None,
+            checked_by: CheckedBy::Offline,
+            reason: format!(
+                "written without a citation; no source read supports it (first source: {why}), \
+                 and no sentence read restates it on this section's subject"
+            ),
+        };
+        return (record, None);
+    };
+    let record = ClaimRecord {
+        section: section.to_string(),
+        sentence: quote.text.clone(),
+        source_url: doc.url.clone(),
+        span: Some(span.clone()),
+        verdict: Verdict::Unsupported,
+        outcome: Outcome::Rewritten,
+        rewritten: Some(sentence.clone()),
+        checked_by: CheckedBy::Offline,
+        reason: format!(
+            "written without a citation; no source read supports it ({}); rewritten from the \
+             closest passage read",
+            read.check(&quote.text, doc, None).reason
+        ),
+    };
+    let quote = Quote {
+        text: sentence,
+        source_url: doc.url.clone(),
+        source_title: doc.title.clone(),
+        page: span.page,
+        also: Vec::new(),
+    };
+    (record, Some(quote))
+}
+
+/// Whether a sentence of a source bears on a section: it shares a content term with the
+/// section's title, or two with the question (a title like "Overview" names no subject).
+fn on_topic(sentence: &str, section: &str, question: &str) -> bool {
+    let have: HashSet<String> = terms(&plain_text(sentence)).into_iter().collect();
+    let shares = |text: &str| {
+        terms(text)
+            .into_iter()
+            .collect::<HashSet<_>>()
+            .iter()
+            .filter(|t| have.contains(*t))
+            .count()
+    };
+    shares(section) >= 1 || shares(question) >= 2
 }
 
 /// The document read at `url`.

@@ -14,6 +14,7 @@ use crate::agent::findings::{ReadDoc, from_passages};
 use crate::events::*;
 use crate::follow_up::FollowUp;
 use crate::rules::plan::{Plan, sources_tag};
+use crate::settings::Mode;
 use crate::state::{ArtifactRef, Gathered, SourceEntry, past};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::read::{FetchedRef, ParsedSummary};
@@ -60,9 +61,19 @@ pub(super) async fn run_web_research(
                 queries: to_search.clone(),
                 ..ev.plan.clone()
             };
-            crate::agent::researcher::research(&ctx, &deps.tools, models, &plan, &settings, || {
-                past(wrap_up)
-            })
+            // A follow-up searches only what its parent's sources do not answer, and a quick
+            // look only the question.
+            let quick = state.route.as_ref().is_some_and(|r| r.mode == Mode::Web);
+            let reach = follow.is_none() && !quick;
+            crate::agent::researcher::research(
+                &ctx,
+                &deps.tools,
+                models,
+                &plan,
+                &settings,
+                reach,
+                || past(wrap_up),
+            )
             .await?
         };
         if let Some((_, docs, split)) = &follow {

@@ -73,7 +73,8 @@ pub(super) async fn synthesize_and_patch(
     // Repeats go first (no check is spent on them), and again after the checks: a sentence
     // rewritten from its passage may say what another already says.
     let mut repeats = drop_repeats(&mut sections).len();
-    let mut claims = check_sections(&ctx, models, &mut sections, &docs, "1").await?;
+    let mut claims =
+        check_sections(&ctx, models, &plan.question, &mut sections, &docs, "1").await?;
     repeats += left_out(&mut claims, drop_repeats(&mut sections));
     // A section left without a cited sentence (the model could not write it, or nothing it
     // wrote held up) is written by the extractive writer from the same documents.
@@ -84,7 +85,7 @@ pub(super) async fn synthesize_and_patch(
         .collect();
     if !empty.is_empty() && !docs.is_empty() {
         let mut filled = extractive(&plan.question, &empty, &docs, per_section).await?;
-        claims.extend(check_sections(&ctx, models, &mut filled, &docs, "2").await?);
+        claims.extend(check_sections(&ctx, models, &plan.question, &mut filled, &docs, "2").await?);
         for (title, quotes) in filled {
             if deps.models.is_some() {
                 notes.push(if quotes.is_empty() {
