@@ -9,6 +9,8 @@ use crate::claim::plain_text;
 
 /// Content terms a sentence needs to state something ("Rust is safe." has two).
 const MIN_TERMS: usize = 2;
+/// Ideographs a sentence of a language written without spaces needs to state something.
+const MIN_IDEOGRAPHS: usize = 6;
 /// Words at most of a heading-like line: no end punctuation, every word capitalised.
 const HEADING_WORDS: usize = 8;
 /// Words at most of a fragment with no end punctuation that is read as a heading.
@@ -88,14 +90,15 @@ const META: &[&str] = &[
 ///   will", "Here is" and the like;
 ///
 /// and it has at least two content terms (words that are not stopwords, as the index and
-/// the claim check count them): "It is interesting." states nothing a source could carry.
+/// the claim check count them), or six ideographs in a language written without spaces:
+/// "It is interesting." states nothing a source could carry.
 pub fn is_claim(sentence: &str) -> bool {
     let text = plain_text(sentence);
     let text = text.trim();
     let Some(last) = text.chars().last() else {
         return false;
     };
-    if matches!(last, '?' | ':') {
+    if matches!(last, '?' | ':' | '？' | '：') {
         return false;
     }
     let ended = matches!(
@@ -122,7 +125,14 @@ pub fn is_claim(sentence: &str) -> bool {
     if META.iter().any(|m| opens_with(&lower, m)) {
         return false;
     }
-    terms(&rest).len() >= MIN_TERMS
+    // Chinese and Japanese write no spaces: a run of their characters counts by length.
+    let ideographs = rest.chars().filter(|c| is_ideograph(*c)).count();
+    terms(&rest).len() >= MIN_TERMS || ideographs >= MIN_IDEOGRAPHS
+}
+
+/// A CJK ideograph, kana or hangul syllable.
+fn is_ideograph(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
 }
 
 /// Words a title leaves in lower case ("Rules of the Road").
@@ -185,6 +195,7 @@ mod tests {
             "A **data race** happens when two pointers access the same data at the same time.",
             "The [reference](https://doc.rust-lang.org/reference/) lists every keyword.",
             "the Mutex type guards its data with a lock acquired before each access",
+            "Rust 通过所有权系统在编译时防止数据竞争。",
         ] {
             assert!(is_claim(s), "{s}");
         }
