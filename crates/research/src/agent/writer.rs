@@ -11,22 +11,26 @@ use super::{Models, ask, output_tokens};
 use crate::events::ParsedRef;
 use crate::report::{AlsoCited, Quote, model_markdown};
 use crate::rules::plan::Plan;
-use crate::state::Gathered;
 use crate::state::RunCtx;
+use crate::state::{CheckedBy, ClaimRecord, Gathered, Outcome};
+use fathom_evidence::{Verdict, plain_text};
+use fathom_parse::text::terms;
+use std::collections::HashSet;
 
 const WRITER: &str = "You write one section of a research report. Use only the findings \
 given, which come from the numbered sources listed. After every sentence, cite the source it \
 rests on as [n], with n a source number from the list. Write plain prose: no headings, no \
 lists, no code, no links. Stay within the section's subject.";
 
-/// The sections' sentences as quotes, and how many citation markers were removed.
+/// The sections' sentences as quotes, how many citation markers were removed, and the
+/// sentences left out as about neither their section nor the question ([`fit_to_headings`]).
 pub async fn draft(
     ctx: &RunCtx,
     models: &Models,
     plan: &Plan,
     gathered: &Gathered,
     sentences_per_section: usize,
-) -> Result<(Vec<(String, Vec<Quote>)>, usize), StepError> {
+) -> Result<(Vec<(String, Vec<Quote>)>, usize, Vec<ClaimRecord>), StepError> {
     let mut sources = String::new();
     for (i, doc) in gathered.read.iter().enumerate() {
         sources.push_str(&format!("[{}] {} <{}>\n", i + 1, doc.title, doc.url));
@@ -66,7 +70,81 @@ pub async fn draft(
         };
         out.push((section.clone(), quotes));
     }
-    Ok((out, dropped))
+    let off_topic = fit_to_headings(&mut out, &plan.question);
+    Ok((out, dropped, off_topic))
+}
+
+/// Each sentence under the heading it is about. A sentence that shares no content term (nor
+/// the start of one: "measur", "measurement") with its section's title, in a section whose
+/// title its sentences do use (an "Overview" names no subject of its own), goes to the one
+/// other section whose title it shares the most terms with, two at least. A sentence that
+/// shares no term with its title, any other title or the question is about something else:
+/// it is left out, and recorded.
+pub fn fit_to_headings(sections: &mut [(String, Vec<Quote>)], question: &str) -> Vec<ClaimRecord> {
+    let set = |text: &str| -> HashSet<String> { terms(&plain_text(text)).into_iter().collect() };
+    let titles: Vec<HashSet<String>> = sections.iter().map(|(t, _)| set(t)).collect();
+    let asked = set(question);
+    let mut moves: Vec<(usize, Quote)> = Vec::new();
+    let mut records = Vec::new();
+    for (i, (title, quotes)) in sections.iter_mut().enumerate() {
+        let held: Vec<HashSet<String>> = quotes.iter().map(|q| set(&q.text)).collect();
+        // Terms meet when one is the other or begins it ("measur", "measurement"): the
+        // stemmer leaves some forms of a word apart.
+        let shares = |a: &HashSet<String>, b: &HashSet<String>| {
+            a.iter()
+                .filter(|x| {
+                    b.iter().any(|y| {
+                        let (short, long) = if x.len() <= y.len() {
+                            (x.as_str(), y.as_str())
+                        } else {
+                            (y.as_str(), x.as_str())
+                        };
+                        short == long || (short.len() >= 4 && long.starts_with(short))
+                    })
+                })
+                .count()
+        };
+        let named = held.iter().any(|h| shares(h, &titles[i]) > 0);
+        let mut kept = Vec::with_capacity(quotes.len());
+        for (q, h) in std::mem::take(quotes).into_iter().zip(&held) {
+            // A heading or a transition is judged by the claim check, not here.
+            if shares(h, &titles[i]) > 0 || !fathom_evidence::is_claim(&q.text) {
+                kept.push(q);
+                continue;
+            }
+            let mut others: Vec<(usize, usize)> = titles
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(j, t)| (shares(h, t), j))
+                .collect();
+            others.sort_unstable_by(|a, b| b.cmp(a));
+            let best = others.first().copied().unwrap_or((0, i));
+            let runner_up = others.get(1).map_or(0, |o| o.0);
+            if named && best.0 >= 2 && best.0 > runner_up {
+                moves.push((best.1, q));
+            } else if best.0 == 0 && shares(h, &asked) == 0 {
+                records.push(ClaimRecord {
+                    section: title.clone(),
+                    sentence: q.text.clone(),
+                    source_url: q.source_url.clone(),
+                    span: None,
+                    verdict: Verdict::Unsupported,
+                    outcome: Outcome::Removed,
+                    rewritten: None,
+                    checked_by: CheckedBy::Offline,
+                    reason: "about neither its section's subject nor the question".into(),
+                });
+            } else {
+                kept.push(q);
+            }
+        }
+        *quotes = kept;
+    }
+    for (j, q) in moves {
+        sections[j].1.push(q);
+    }
+    records
 }
 
 /// Splits the model's text into sentences, each tied to the sources its markers name among
@@ -297,6 +375,56 @@ mod tests {
         );
         assert_eq!(quotes[4].also.len(), 1, "the repeated [2] counts once");
         assert_eq!(quotes[4].also[0].url, "https://x.test/1");
+    }
+
+    #[test]
+    fn sentences_go_under_the_heading_they_are_about_or_go() {
+        let q = |text: &str| Quote {
+            text: text.into(),
+            source_url: "https://x.test/1".into(),
+            source_title: "Doc".into(),
+            page: None,
+            also: Vec::new(),
+        };
+        let mut sections = vec![
+            (
+                "Overview".to_string(),
+                vec![q("Rust prevents data races at compile time.")],
+            ),
+            (
+                "Message Passing".to_string(),
+                vec![
+                    q("Channels pass a message from one thread to another."),
+                    q("A mutex guards shared state so one thread at a time changes it."),
+                    q("The variable s1 goes out of scope at the closing brace."),
+                ],
+            ),
+            (
+                "Shared-State Concurrency".to_string(),
+                vec![q("Shared state needs a lock.")],
+            ),
+        ];
+        let records = fit_to_headings(
+            &mut sections,
+            "How does Rust prevent data races between threads?",
+        );
+        let texts =
+            |i: usize| -> Vec<&str> { sections[i].1.iter().map(|q| q.text.as_str()).collect() };
+        assert_eq!(texts(0), ["Rust prevents data races at compile time."]);
+        assert_eq!(
+            texts(1),
+            ["Channels pass a message from one thread to another."]
+        );
+        assert_eq!(
+            texts(2),
+            [
+                "Shared state needs a lock.",
+                "A mutex guards shared state so one thread at a time changes it."
+            ]
+        );
+        assert_eq!(records.len(), 1);
+        assert!(records[0].sentence.contains("s1 goes out of scope"));
+        assert_eq!(records[0].outcome, Outcome::Removed);
     }
 
     #[test]

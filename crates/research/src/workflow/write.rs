@@ -49,6 +49,8 @@ pub(super) async fn synthesize_and_patch(
         );
     }
     let mut notes = Vec::new();
+    // What the model wrote about neither its section nor the question, left out.
+    let mut off_topic = Vec::new();
     let simple = state.route.as_ref().is_some_and(|r| r.mode == Mode::Simple);
     // A simple answer with a model: its findings are the best sentences of the documents read
     // for the question, and the writer answers from them as from a researcher's.
@@ -56,8 +58,9 @@ pub(super) async fn synthesize_and_patch(
         .then(|| direct_findings(&plan.question, read, &docs));
     let mut sections = match (&deps.models, state.gathered.as_ref().or(direct.as_ref())) {
         (Some(models), Some(gathered)) => {
-            let (sections, removed) =
+            let (sections, removed, off) =
                 crate::agent::writer::draft(&ctx, models, &plan, gathered, per_section).await?;
+            off_topic = off;
             if removed > 0 {
                 tracing::warn!(removed, "citations naming no source read were removed");
                 notes.push(format!(
@@ -73,8 +76,8 @@ pub(super) async fn synthesize_and_patch(
     // Repeats go first (no check is spent on them), and again after the checks: a sentence
     // rewritten from its passage may say what another already says.
     let mut repeats = drop_repeats(&mut sections).len();
-    let mut claims =
-        check_sections(&ctx, models, &plan.question, &mut sections, &docs, "1").await?;
+    let mut claims = off_topic;
+    claims.extend(check_sections(&ctx, models, &plan.question, &mut sections, &docs, "1").await?);
     repeats += left_out(&mut claims, drop_repeats(&mut sections));
     // A section left without a cited sentence (the model could not write it, or nothing it
     // wrote held up) is written by the extractive writer from the same documents.
