@@ -36,6 +36,12 @@ question, each specific enough for a search engine), and `outline` (3 to 7 short
 titles for the report, in reading order). Follow the reviewer's feedback and use their \
 answers when given. Answer with the JSON object only.";
 
+/// How long the model has for its plan, both attempts together: the planning step's bound
+/// (60 s) less room for the built-in planner and the session's save.
+const PLAN_TIME: std::time::Duration = std::time::Duration::from_secs(45);
+/// Characters of each background snippet shown (a small local model reads slowly).
+const BACKGROUND_CHARS: usize = 200;
+
 /// The plan, or why the model's could not be used (then the built-in planner's plan is
 /// returned with that note).
 pub async fn plan(
@@ -56,7 +62,7 @@ pub async fn plan(
                 "\n- {} ({}): {}",
                 b.title,
                 b.heading,
-                cut(&b.snippet, 300)
+                cut(&b.snippet, BACKGROUND_CHARS)
             ));
         }
     }
@@ -68,6 +74,7 @@ pub async fn plan(
     }
     let mut messages = vec![super::system(ctx, SYSTEM), Message::user(prompt)];
     let mut problem = String::new();
+    let deadline = tokio::time::Instant::now() + PLAN_TIME;
     // A second attempt is told what was wrong with the first.
     for attempt in 1..=2 {
         let request = ChatRequest {
@@ -81,7 +88,14 @@ pub async fn plan(
             ..Default::default()
         };
         let key = format!("llm:planner:{round}:{attempt}");
-        let answer = match ask(ctx, &key, "planner", &models.planner, request, Vec::new()).await? {
+        // The planning step is bounded (a minute, see `workflow`): a model too slow to plan
+        // in time leaves the plan to the built-in planner, and the run goes on.
+        let asked = ask(ctx, &key, "planner", &models.planner, request, Vec::new());
+        let Ok(asked) = tokio::time::timeout_at(deadline, asked).await else {
+            problem = format!("no answer within {} s", PLAN_TIME.as_secs());
+            break;
+        };
+        let answer = match asked? {
             Ok(t) => t.response,
             Err(e) => {
                 problem = e.message;

@@ -45,8 +45,10 @@ pub async fn draft(
             out.push((section.clone(), Vec::new()));
             continue;
         }
+        // The sources first, the section last: every section's prompt then opens alike, and
+        // a local model's server reads that long common part once (its prompt cache).
         let prompt = format!(
-            "Report question: {}\nSection to write: {section}\nAt most {} sentences.\n\nSources and findings:\n{sources}",
+            "Report question: {}\n\nSources and findings:\n{sources}\nSection to write: {section}\nAt most {} sentences.",
             plan.question,
             sentences_per_section.max(1) * 2
         );
