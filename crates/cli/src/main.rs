@@ -74,6 +74,9 @@ enum Command {
     /// (must be 0), support, sources used, time and tokens; with a key-fact set (.json), also
     /// key-fact recall and whether the right page is cited.
     Eval(eval::EvalArgs),
+    /// Routes a labelled set of questions (by the model when one is configured, else by the
+    /// rules) and prints the agreement with the labels and the confusion matrix.
+    Routes(commands::routes::RoutesArgs),
     /// Writes a finished session's report as a standalone HTML page, a PDF or a DOCX file
     /// (made once per report and kept with the session).
     Export(export::ExportArgs),
@@ -213,6 +216,7 @@ async fn command(app: &app::App, command: Command) -> anyhow::Result<ExitCode> {
         Command::Mcp(args) => return commands::mcp::mcp(app, args).await,
         Command::Fetch(args) => return fetch::fetch(app, args).await,
         Command::Eval(args) => return eval::eval(app, args).await,
+        Command::Routes(args) => return commands::routes::routes(app, args).await,
         Command::Export(args) => return export::export(app, args).await,
         Command::Resume(args) => return research::resume(app, args).await,
         Command::Sessions { command } => match command {

@@ -7,7 +7,7 @@
 //! that only point elsewhere ("In Chapter 4 we ...") or are fragments are never quoted.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::question::{Form, form_of};
@@ -263,12 +263,22 @@ fn quotable(s: &str) -> bool {
         && starts_well(s)
         && s.chars().filter(|&c| c == '`').count() % 2 == 0
         && !elsewhere(s)
+        && !not_content(s)
 }
 
+/// Opens as a sentence does: a capital, a code span, or a name written as code
+/// (`mem::transmute\<T, U\> takes ...`, `-C opt-level` ...), which keeps its lower case.
 fn starts_well(s: &str) -> bool {
+    let first = s.split_whitespace().next().unwrap_or("");
     s.chars()
         .next()
         .is_some_and(|c| c.is_uppercase() || c == '`')
+        || (first.chars().count() > 2
+            && first.contains(|c: char| "_:\\<(=".contains(c))
+            && first
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || c == '-'))
 }
 
 /// Ends as a statement does: a full stop or an exclamation, perhaps inside a quote or
@@ -276,6 +286,36 @@ fn starts_well(s: &str) -> bool {
 fn complete(s: &str) -> bool {
     let end = s.trim_end_matches(['"', '\'', '’', '”', ')', '*', '_']);
     end.ends_with('.') || end.ends_with('!')
+}
+
+/// Sentences that are about the page or the reader, not the subject: a stub's or a
+/// redirect's notice, an edition notice, an exercise for the reader, a note on getting the
+/// book. Never quoted.
+const NOT_CONTENT: &[&str] = &[
+    "redirecting",
+    "this page has moved",
+    "page is a stub",
+    "is a stub,",
+    "sending a pr",
+    "no longer distributed",
+    "edition of the book",
+    "of this book is",
+    "if you have an internet connection",
+    "if you don't have an internet connection",
+    "as an exercise",
+    "exercise for the reader",
+    "see if you can",
+    "try it yourself",
+    "go ahead and",
+];
+/// Openings of an exercise ("Try adding code to `main` that ...").
+const EXERCISE: &[&str] = &["try ", "now try ", "exercise", "challenge:"];
+
+/// A sentence about the page or the reader rather than the subject (see [`NOT_CONTENT`]).
+fn not_content(s: &str) -> bool {
+    let lower = s.to_lowercase();
+    let lower = lower.trim_start_matches(['*', '_', '⚠', '️', ' ']);
+    NOT_CONTENT.iter().any(|p| lower.contains(p)) || EXERCISE.iter().any(|p| lower.starts_with(p))
 }
 
 /// A sentence that points at another part of its book ("In Chapter 4 we ..."). A pointer in
@@ -331,13 +371,17 @@ fn list_item(text: &str) -> bool {
         && alpha_words(text) >= 3
         && starts_well(text)
         && !elsewhere(text)
+        && !not_content(text)
 }
 
 /// The lists of a document worth keeping whole: runs of two to [`MAX_LIST`] short items
 /// under one heading (a longer list, or one of long items, is prose: its items are quoted as
-/// sentences). Block index → list number.
-fn lists(doc: &ParsedDoc, next_id: &mut usize) -> HashMap<usize, usize> {
+/// sentences). Block index → list number; and the lead-in blocks ("... when these three
+/// behaviors occur:"), whose last sentence promises a list: it is never quoted, as a report
+/// sentence citing one block cannot carry the items of others.
+fn lists(doc: &ParsedDoc, next_id: &mut usize) -> (HashMap<usize, usize>, HashSet<usize>) {
     let mut out = HashMap::new();
+    let mut lead_ins = HashSet::new();
     let blocks = &doc.blocks;
     let mut i = 0;
     while i < blocks.len() {
@@ -348,6 +392,13 @@ fn lists(doc: &ParsedDoc, next_id: &mut usize) -> HashMap<usize, usize> {
             i += 1;
             continue;
         }
+        if i > 0
+            && !blocks[i - 1].item
+            && blocks[i - 1].heading == blocks[i].heading
+            && blocks[i - 1].text.trim_end().ends_with(':')
+        {
+            lead_ins.insert(i - 1);
+        }
         if (2..=MAX_LIST).contains(&run.len()) && run.iter().all(|&j| list_item(&blocks[j].text)) {
             for &j in &run {
                 out.insert(j, *next_id);
@@ -356,7 +407,7 @@ fn lists(doc: &ParsedDoc, next_id: &mut usize) -> HashMap<usize, usize> {
         }
         i = run[run.len() - 1] + 1;
     }
-    out
+    (out, lead_ins)
 }
 
 /// `split`: each of `doc`'s blocks cut into sentences, used for the keys and for the
@@ -374,7 +425,7 @@ fn weigh(doc: &ParsedDoc, split: &[Vec<String>]) -> Weighed {
         .collect();
     let mut fitting = Vec::new();
     let mut lists_found = 0;
-    let in_list = lists(doc, &mut lists_found);
+    let (in_list, lead_ins) = lists(doc, &mut lists_found);
     // The part a sentence stands in (a heading's text, or a reference entry) and the
     // sentence's place in it.
     let mut part = 0usize;
@@ -407,6 +458,10 @@ fn weigh(doc: &ParsedDoc, split: &[Vec<String>]) -> Weighed {
         for (i, s) in split[b].iter().enumerate() {
             let at = pos;
             pos += 1;
+            // The last sentence of a lead-in promises the list after it.
+            if i + 1 == split[b].len() && lead_ins.contains(&b) {
+                continue;
+            }
             let s = lead_in_as_statement(s);
             // A list's items are quoted as they stand (short, perhaps unpunctuated).
             let fits = match list {
@@ -665,11 +720,7 @@ pub fn draft_weighed(
         Form::Comparison(a, b) => vec![terms(a), terms(b)],
         _ => Vec::new(),
     };
-    let form_words = terms(FORM_WORDS);
-    let q_terms: Vec<String> = unique(terms(question))
-        .into_iter()
-        .filter(|t| !form_words.contains(t))
-        .collect();
+    let q_terms = question_terms(question);
     // How much a sentence is about the question: its own words, and (less) the heading it
     // stands under, which names what a terse reference entry is about.
     let idf = |t: &String| bm25.weight(t);
@@ -690,43 +741,7 @@ pub fn draft_weighed(
     // Where in the documents the question is answered: each part (the text under a heading,
     // or a reference entry) scored as one passage, its title and its sentences together. A
     // sentence there is worth more than one that shares a word from elsewhere.
-    let mut parts: HashMap<usize, Part> = HashMap::new();
-    for c in &cands {
-        let part = parts.entry(c.part).or_insert_with(|| {
-            let mut tf = BTreeMap::new();
-            for t in c.heading_terms.iter() {
-                *tf.entry(t.as_str()).or_insert(0.0) += 1.0;
-            }
-            Part {
-                tf,
-                len: c.heading_terms.len() as f64,
-                named: !q_terms.is_empty() && q_terms.iter().all(|q| c.heading_terms.contains(q)),
-            }
-        });
-        for (t, n) in &c.tf {
-            *part.tf.entry(t.as_str()).or_insert(0.0) += n;
-        }
-        part.len += c.terms.len() as f64;
-    }
-    let avg_part = parts.values().map(|p| p.len).sum::<f64>() / parts.len().max(1) as f64;
-    let part_score = |p: &Part| -> f64 {
-        // A part whose title names everything the question asks about (the reference entry
-        // of the very function asked about) is the question's home, however long it runs.
-        let home = if p.named {
-            q_terms.iter().map(idf).sum()
-        } else {
-            0.0
-        };
-        let body: f64 = q_terms
-            .iter()
-            .map(|q| {
-                let f = p.tf.get(q.as_str()).copied().unwrap_or(0.0);
-                idf(q) * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * p.len / avg_part.max(1.0)))
-            })
-            .sum();
-        home + body
-    };
-    let part_scores: HashMap<usize, f64> = parts.iter().map(|(k, p)| (*k, part_score(p))).collect();
+    let part_scores = score_parts(&cands, &bm25, &q_terms);
     let best_part = part_scores
         .values()
         .copied()
@@ -747,6 +762,7 @@ pub fn draft_weighed(
             a * (PART_BASE + (1.0 - PART_BASE) * part) * lead
         })
         .collect();
+    let mut about = about;
     // A sentence that opens with a pronoun ("It avoids ...", "They are written ...") goes on
     // about what the sentence before it was about.
     let follows = |i: usize| {
@@ -755,7 +771,6 @@ pub fn draft_weighed(
             && cands[i - 1].pos + 1 == cands[i].pos
             && continues(&cands[i].text)
     };
-    let mut about = about;
     for i in 1..cands.len() {
         if follows(i) {
             about[i] = about[i].max(CONTINUATION_SHARE * about[i - 1]);
@@ -946,6 +961,164 @@ pub fn draft_weighed(
         out.push((title.clone(), quotes));
     }
     out
+}
+
+/// The terms of a question that say what it is about: its own, without the words that say
+/// what kind of answer it wants ([`FORM_WORDS`]).
+fn question_terms(question: &str) -> Vec<String> {
+    let form_words = terms(FORM_WORDS);
+    unique(terms(question))
+        .into_iter()
+        .filter(|t| !form_words.contains(t))
+        .collect()
+}
+
+/// Parts at most a direct answer quotes from.
+const ANSWER_PARTS: usize = 3;
+
+/// A direct answer, for a question one passage answers: the part of the documents that answers
+/// best (see [`score_parts`]), quoted in its own order, from its start unless the answer stands
+/// further in (the run of up to `sentences` sentences most about the question, its opening
+/// preferred); a list comes whole, with its lead-in. When that part says less than
+/// `sentences`, the next best parts go on. Deterministic, like [`draft_weighed`].
+pub fn draft_answer(
+    question: &str,
+    docs: &[(&ParsedDoc, &Weighed)],
+    sentences: usize,
+) -> Vec<Quote> {
+    let cands = candidates(&docs.iter().map(|(_, w)| *w).collect::<Vec<_>>());
+    let bm25 = Bm25::new(&cands);
+    let q_terms = question_terms(question);
+    let mut ranked: Vec<(usize, f64)> = score_parts(&cands, &bm25, &q_terms)
+        .into_iter()
+        .filter(|(_, score)| *score > 0.0)
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    // How much each sentence is about the question: its words, and (less) its heading's.
+    let about: Vec<f64> = cands
+        .iter()
+        .map(|c| {
+            let named: f64 = q_terms
+                .iter()
+                .filter(|t| c.heading_terms.contains(t))
+                .map(|t| bm25.weight(t))
+                .sum();
+            bm25.score(c, &q_terms) + HEADING_WEIGHT * named
+        })
+        .collect();
+    // The sentence most about the question, wherever it stands, has a place in the answer
+    // even when the best passage is elsewhere.
+    let top = (0..cands.len())
+        .filter(|&i| about[i] > 0.0)
+        .max_by(|&a, &b| about[a].total_cmp(&about[b]).then(b.cmp(&a)));
+    let mut chosen: Vec<usize> = Vec::new();
+    for &(part, _) in ranked.iter().take(ANSWER_PARTS) {
+        let reserved =
+            usize::from(top.is_some_and(|t| !chosen.contains(&t) && cands[t].part != part));
+        let room = sentences.saturating_sub(chosen.len() + reserved);
+        if room == 0 {
+            break;
+        }
+        let members: Vec<usize> = (0..cands.len())
+            .filter(|&i| cands[i].part == part)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let width = room.min(members.len());
+        let best = members.iter().map(|&i| about[i]).fold(0.0, f64::max);
+        // The window of `width` sentences most about the question; the part's opening (what
+        // the passage is about) is worth half its best sentence more.
+        let start = (0..=members.len() - width)
+            .max_by(|&a, &b| {
+                let score = |s: usize| {
+                    members[s..s + width].iter().map(|&i| about[i]).sum::<f64>()
+                        + if s == 0 { LEAD_BONUS * best } else { 0.0 }
+                };
+                score(a).total_cmp(&score(b)).then(b.cmp(&a))
+            })
+            .unwrap_or(0);
+        // A sentence that goes on from the one before it ("It ...") starts with that one.
+        let start = if start > 0 && continues(&cands[members[start]].text) {
+            start - 1
+        } else {
+            start
+        };
+        for &i in &members[start..(start + width).min(members.len())] {
+            // A list comes whole, its lead-in first.
+            let whole: Vec<usize> = match cands[i].list {
+                Some(l) => (0..cands.len())
+                    .filter(|&j| cands[j].list == Some(l))
+                    .collect(),
+                None => vec![i],
+            };
+            for j in whole {
+                if !chosen.contains(&j) {
+                    chosen.push(j);
+                }
+            }
+        }
+    }
+    if let Some(t) = top
+        && !chosen.contains(&t)
+    {
+        chosen.push(t);
+    }
+    chosen
+        .into_iter()
+        .map(|i| Quote {
+            text: cands[i].text.clone(),
+            source_url: docs[cands[i].doc].0.url.clone(),
+            source_title: docs[cands[i].doc].0.title.clone(),
+            page: cands[i].page,
+            also: Vec::new(),
+        })
+        .collect()
+}
+
+/// Each part (the text under a heading, or one reference entry) scored as one passage for the
+/// question's terms: BM25 over its title and its sentences together, and a part whose title
+/// names everything asked about (the reference entry of the very function asked about) is
+/// the question's home, however long it runs.
+fn score_parts(cands: &[Placed], bm25: &Bm25, q_terms: &[String]) -> HashMap<usize, f64> {
+    let idf = |t: &String| bm25.weight(t);
+    let mut parts: HashMap<usize, Part> = HashMap::new();
+    for c in cands {
+        let part = parts.entry(c.part).or_insert_with(|| {
+            let mut tf = BTreeMap::new();
+            for t in c.heading_terms.iter() {
+                *tf.entry(t.as_str()).or_insert(0.0) += 1.0;
+            }
+            Part {
+                tf,
+                len: c.heading_terms.len() as f64,
+                named: !q_terms.is_empty() && q_terms.iter().all(|q| c.heading_terms.contains(q)),
+            }
+        });
+        for (t, n) in &c.tf {
+            *part.tf.entry(t.as_str()).or_insert(0.0) += n;
+        }
+        part.len += c.terms.len() as f64;
+    }
+    let avg_part = parts.values().map(|p| p.len).sum::<f64>() / parts.len().max(1) as f64;
+    let part_score = |p: &Part| -> f64 {
+        // A part whose title names everything the question asks about (the reference entry
+        // of the very function asked about) is the question's home, however long it runs.
+        let home = if p.named {
+            q_terms.iter().map(idf).sum()
+        } else {
+            0.0
+        };
+        let body: f64 = q_terms
+            .iter()
+            .map(|q| {
+                let f = p.tf.get(q.as_str()).copied().unwrap_or(0.0);
+                idf(q) * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * p.len / avg_part.max(1.0)))
+            })
+            .sum();
+        home + body
+    };
+    parts.iter().map(|(k, p)| (*k, part_score(p))).collect()
 }
 
 /// Share of the shorter sentence's content terms the longer must hold for the two to say the

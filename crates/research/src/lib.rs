@@ -10,7 +10,8 @@
 //! - [`tools`]: `web_search`, `fetch_url`, `parse_content` and how a step calls them (journaled).
 //! - [`agent`]: the planner, researchers, reflection and writer with a model.
 //! - [`rules`]: what is decided without a model: the route a question takes (simple, web or
-//!   deep, by its form) and the offline plan. The report and its citations, the extractive writer
+//!   deep, by the kind of answer it asks for) and the offline plan; [`route_eval`]: routing
+//!   measured against a labelled set. The report and its citations, the extractive writer
 //!   and the report's measures are fathom-report's ([`report`], [`writer`], [`eval`]).
 //! - [`service`]: what the CLI and the server do with runs; [`sessions`]: saved sessions.
 //! - [`follow_up`]: a question on a saved session, answered from its sources first;
@@ -20,6 +21,7 @@ pub mod agent;
 pub mod delivery;
 pub mod events;
 pub mod follow_up;
+pub mod route_eval;
 pub mod rules;
 pub mod service;
 pub mod sessions;

@@ -990,7 +990,7 @@ async fn the_coordinator_model_sends_a_simple_question_to_a_direct_answer_from_l
     let scripted = scripted_agent();
     let llm = Server::start(move |body, n| {
         if system(body).starts_with("You route questions") {
-            return Reply::text(r#"{"mode": "simple", "reason": "one fact from one page"}"#);
+            return Reply::text(r#"{"kind": "fact", "reason": "one fact from one page"}"#);
         }
         scripted(body, n)
     })

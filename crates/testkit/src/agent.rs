@@ -39,7 +39,7 @@ pub fn scripted_agent() -> impl Fn(&serde_json::Value, usize) -> Reply + Send + 
     |body, _| {
         let sys = system_prompt(body);
         if sys.starts_with("You route questions") {
-            return Reply::text(r#"{"mode": "deep", "reason": "it needs several sources"}"#);
+            return Reply::text(r#"{"kind": "explanation", "reason": "it needs several sources"}"#);
         }
         if sys.starts_with("You are the planner") {
             return Reply::Text(vec![

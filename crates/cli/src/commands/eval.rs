@@ -60,6 +60,10 @@ struct Row {
     /// The report's sources, as pages of the corpus where they are in it.
     cited: Vec<String>,
     facts: Option<FactCheck>,
+    /// How the run was answered (`simple`, `web`, `deep`) and why.
+    route: Option<(String, String)>,
+    /// The report as written, for a reader of `--json`.
+    report_markdown: String,
 }
 
 pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
@@ -161,6 +165,11 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             facts: key_facts
                 .as_ref()
                 .map(|set| check_key_facts(&state.report, &set[i])),
+            route: state
+                .route
+                .as_ref()
+                .map(|r| (r.mode.as_str().to_string(), r.reason.clone())),
+            report_markdown: state.report_markdown.clone(),
         });
     }
     let mut total = CitationCheck::default();
@@ -188,7 +197,9 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
                        "precision": r.check.precision(), "recall": r.check.recall(),
                        "sources_cited": r.sources_cited,
                        "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms,
-                       "cpu_ms": r.cpu_ms, "tokens": r.tokens});
+                       "cpu_ms": r.cpu_ms, "tokens": r.tokens,
+                       "route": r.route.as_ref().map(|(mode, why)| json!({"mode": mode, "reason": why})),
+                       "report_markdown": r.report_markdown});
                 if let (Some(f), Some(set)) = (&r.facts, &key_facts) {
                     row["key_facts"] = fact_json(f, &set[i]);
                     row["pages_cited"] = json!(r.cited);

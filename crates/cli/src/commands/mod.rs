@@ -7,6 +7,7 @@ pub mod index;
 pub mod mcp;
 pub mod pdf_worker;
 pub mod research;
+pub mod routes;
 pub mod serve;
 pub mod sessions;
 pub mod worker;

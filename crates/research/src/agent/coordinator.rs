@@ -9,27 +9,76 @@ use fathom_engine::StepError;
 use fathom_llm::{ChatRequest, Message, ResponseFormat};
 
 use super::{Models, ask, output_tokens, schema_of};
-use crate::rules::route::{Route, RoutedBy, by_rules};
-use crate::settings::Mode;
+use crate::rules::route::{Kind, Route, RoutedBy, by_rules};
 use crate::state::RunCtx;
 
-/// The coordinator's answer as the model writes it.
+/// The coordinator's answer as the model writes it: the kind of answer the question asks
+/// for (the mode follows from it by [`Kind::mode`], as it does for the rules).
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RouteDraft {
-    /// `simple`, `web` or `deep`.
-    pub mode: Mode,
+    /// definition, fact, how-to, explanation, trade-off, comparison, list, new or brief.
+    pub kind: Kind,
     /// Why, in one short sentence.
     #[schemars(length(max = 200))]
     pub reason: String,
 }
 
-const SYSTEM: &str = "You route questions for a research assistant. Answer with JSON \
-matching the schema: `mode` and a one-sentence `reason`. Modes: `simple` for a short factual \
-question one passage of documentation can answer (a definition, a default, what a function \
-returns, one how-to step); `web` for a question about something recent or changing (news, \
-latest versions, prices) that a quick web search answers; `deep` for questions that need \
-explanation, comparison, several sources or a structured report. Answer with the JSON \
-object only.";
+const SYSTEM: &str = "You route questions for a research assistant by the kind of answer they \
+ask for. Answer with JSON matching the schema: `kind` and a one-sentence `reason`. Kinds:
+- definition: what one thing is (\"What is a named tuple?\", \"Was ist ein Trait?\");
+- fact: one fact, a default, a name, a number, yes or no (\"What is the default opt-level of \
+the release profile?\", \"Which file holds Cargo's configuration?\");
+- how-to: how to do one thing, in a step or two (\"How do I install a binary crate?\");
+- explanation: how or why something works or happens (\"How does Rust prevent data races?\", \
+\"Why is a mutable default argument a problem?\", \"What happens when a thread panics?\");
+- trade-off: costs and benefits, when to choose what (\"What are the costs of trait objects \
+instead of generics?\", \"Should I use panic=abort?\");
+- comparison: two or more things set against each other (\"Cargo.toml vs Cargo.lock\", \
+\"What is the difference between a list and a tuple?\");
+- list: several items gathered from several places (\"What kinds of smart pointers are \
+there?\", \"What are the ways to share data between threads?\");
+- new: what is new, latest or recent, which only the web knows (\"What's in Rust 1.95?\");
+- brief: several questions at once, or a long open request.
+A question that opens like a fact but asks about costs, reasons or differences is not a fact. \
+The question may be in any language. Answer with the JSON object only.";
+
+/// The request that asks the model for a question's kind.
+pub fn route_request(system: Message, question: &str) -> ChatRequest {
+    ChatRequest {
+        messages: vec![system, Message::user(format!("Question: {question}"))],
+        response_format: Some(ResponseFormat {
+            name: "route".into(),
+            schema: schema_of::<RouteDraft>(),
+        }),
+        temperature: Some(0.0),
+        max_tokens: Some(output_tokens::ROUTE),
+        ..Default::default()
+    }
+}
+
+/// The route the model's answer gives, or why it cannot be used.
+pub fn read_route(answer: Option<serde_json::Value>, web: bool) -> Result<Route, String> {
+    let draft = answer
+        .ok_or_else(|| "the answer held no JSON".to_string())
+        .and_then(|v| {
+            serde_json::from_value::<RouteDraft>(v).map_err(|e| format!("the JSON {e}"))
+        })?;
+    let why = draft.reason.trim();
+    if why.is_empty() {
+        return Err("the answer gave no reason".into());
+    }
+    Ok(Route {
+        mode: draft.kind.mode(web),
+        reason: why.chars().take(300).collect(),
+        by: RoutedBy::Model,
+        kind: Some(draft.kind),
+    })
+}
+
+/// The system prompt of the model router, for a run in the language `code`.
+pub fn route_system(code: &str) -> Message {
+    super::system_in(SYSTEM, code)
+}
 
 /// The model's route, or the rules' when the model's answer cannot be used (with why).
 pub async fn route(
@@ -38,19 +87,7 @@ pub async fn route(
     question: &str,
     web: bool,
 ) -> Result<Route, StepError> {
-    let request = ChatRequest {
-        messages: vec![
-            super::system(ctx, SYSTEM),
-            Message::user(format!("Question: {question}")),
-        ],
-        response_format: Some(ResponseFormat {
-            name: "route".into(),
-            schema: schema_of::<RouteDraft>(),
-        }),
-        temperature: Some(0.0),
-        max_tokens: Some(output_tokens::ROUTE),
-        ..Default::default()
-    };
+    let request = route_request(route_system(&super::language(ctx)), question);
     let problem = match ask(
         ctx,
         "llm:route",
@@ -61,29 +98,18 @@ pub async fn route(
     )
     .await?
     {
-        Ok(t) => match t
-            .response
-            .json()
-            .ok_or_else(|| "the answer held no JSON".to_string())
-            .and_then(|v| {
-                serde_json::from_value::<RouteDraft>(v).map_err(|e| format!("the JSON {e}"))
-            }) {
-            Ok(d) if !d.reason.trim().is_empty() => {
-                return Ok(Route {
-                    mode: d.mode,
-                    reason: d.reason.trim().chars().take(300).collect(),
-                    by: RoutedBy::Model,
-                });
-            }
-            Ok(_) => "the answer gave no reason".to_string(),
+        Ok(t) => match read_route(t.response.json(), web) {
+            Ok(route) => return Ok(route),
             Err(e) => e,
         },
         Err(e) => e.message,
     };
-    let (mode, reason) = by_rules(question, web);
+    let rules = by_rules(question, web);
     Ok(Route {
-        mode,
-        reason: format!("{reason} (the model's choice could not be used: {problem})"),
-        by: RoutedBy::Rules,
+        reason: format!(
+            "{} (the model's choice could not be used: {problem})",
+            rules.reason
+        ),
+        ..rules
     })
 }

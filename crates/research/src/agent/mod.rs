@@ -30,8 +30,12 @@ pub(crate) fn language(ctx: &RunCtx) -> String {
 /// A role's system prompt, asking for the run's language: everything the model writes (plans,
 /// findings, sections, reasons) is in it, while what it quotes stays as written.
 pub(crate) fn system(ctx: &RunCtx, prompt: &str) -> Message {
-    let code = language(ctx);
-    let name = fathom_report::lang::name(&code).unwrap_or("English");
+    system_in(prompt, &language(ctx))
+}
+
+/// [`system`] for the language `code` (ISO 639-1).
+pub fn system_in(prompt: &str, code: &str) -> Message {
+    let name = fathom_report::lang::name(code).unwrap_or("English");
     Message::system(format!(
         "{prompt}\n\nWrite everything you write in {name} (language code {code}), whatever \
          language the sources are in; quote a source's words only as they are written."

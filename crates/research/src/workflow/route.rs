@@ -84,23 +84,18 @@ pub(super) async fn route_query(
                 "it follows up session {id} (\"{question}\"): that session's sources are read first, and only what they do not cover is searched"
             ),
             by: RoutedBy::Rules,
+            kind: None,
         },
         (Some(mode), _, None) => Route {
             mode,
             reason: "the mode setting asks for it".into(),
             by: RoutedBy::Setting,
+            kind: None,
         },
         (None, Some(models), None) => {
             crate::agent::coordinator::route(&ctx, models, &query, web).await?
         }
-        (None, None, None) => {
-            let (mode, reason) = by_rules(&query, web);
-            Route {
-                mode,
-                reason,
-                by: RoutedBy::Rules,
-            }
-        }
+        (None, None, None) => by_rules(&query, web),
     };
     let mode = record(&ctx, json!({"query": query, "mode": settings.mode}), chosen).await?;
     settle(&ctx, mode);
@@ -169,26 +164,47 @@ pub(super) async fn investigate_background(
         (None, None) => Vec::new(),
     };
     let mut mode = ev.mode;
-    if mode == Mode::Simple && hits.is_empty() {
-        // Nothing local to answer from: research instead, unless the person asked for a
-        // simple answer (then the answer says nothing local covers it).
-        let by_setting =
-            ctx.read_state(|s| s.route.as_ref().is_some_and(|r| r.by == RoutedBy::Setting));
-        if !by_setting {
+    let route = ctx.read_state(|s| s.route.clone());
+    // A simple answer needs one passage that answers the question: one that covers its terms.
+    // Without one, the question is researched instead, unless the person asked for a simple
+    // answer (then the answer says what the sources hold, or that nothing covers it).
+    let by_setting = route.as_ref().is_some_and(|r| r.by == RoutedBy::Setting);
+    if mode == Mode::Simple && !by_setting {
+        let why = match hits.first() {
+            None if deps.tools.local.is_some() => {
+                Some("nothing in the local sources matched the question".to_string())
+            }
+            None => Some("there is no local corpus to answer from".to_string()),
+            Some(best) => {
+                let missing = uncovered(&query, best);
+                (!missing.is_empty()).then(|| {
+                    format!(
+                        "the best passage (\"{}\") does not cover {}",
+                        if best.heading.is_empty() {
+                            &best.title
+                        } else {
+                            &best.heading
+                        },
+                        missing
+                            .iter()
+                            .map(|t| format!("\"{t}\""))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })
+            }
+        };
+        if let Some(why) = why {
             mode = if deps.tools.search.is_local() {
                 Mode::Deep
             } else {
                 Mode::Web
             };
-            let why = if deps.tools.local.is_some() {
-                "nothing in the local sources matched the question"
-            } else {
-                "there is no local corpus to answer from"
-            };
             let route = Route {
                 mode,
                 reason: format!("{why}, so it is researched ({})", mode.as_str()),
                 by: RoutedBy::Rules,
+                kind: route.and_then(|r| r.kind),
             };
             mode = record(&ctx, json!({"query": query, "mode": "auto"}), route).await?;
             settle(&ctx, mode);
@@ -230,6 +246,65 @@ pub(super) async fn investigate_background(
     deps.save_session(&ctx.state()).await?;
     Ok(Either::Right(SourcesFound { hits: read }))
 }
+
+/// The question's terms that the passage `hit` (its title, heading and text) does not hold:
+/// all of them must be there for up to three, all but one beyond. The words that say what
+/// kind of answer is wanted ("difference", "default", "how") are not what it is about.
+fn uncovered(question: &str, hit: &SearchHit) -> Vec<String> {
+    use fathom_parse::text::{terms, words};
+    let held: std::collections::HashSet<String> =
+        terms(&format!("{} {} {}", hit.title, hit.heading, hit.snippet))
+            .into_iter()
+            .collect();
+    let mut asked: Vec<(String, String)> = Vec::new();
+    for w in words(question) {
+        let t = terms(&w);
+        if let [t] = t.as_slice()
+            && !FORM_TERMS.contains(&w.as_str())
+            && !asked.iter().any(|(_, s)| s == t)
+        {
+            asked.push((w, t.clone()));
+        }
+    }
+    let missing: Vec<String> = asked
+        .iter()
+        .filter(|(_, t)| !held.contains(t))
+        .map(|(w, _)| w.clone())
+        .collect();
+    let allowed = usize::from(asked.len() > 3);
+    if missing.len() > allowed {
+        missing
+    } else {
+        Vec::new()
+    }
+}
+
+/// Words of a question that say what kind of answer it wants, not what it is about.
+const FORM_TERMS: &[&str] = &[
+    "default",
+    "mean",
+    "means",
+    "meaning",
+    "use",
+    "used",
+    "using",
+    "do",
+    "does",
+    "get",
+    "make",
+    "work",
+    "works",
+    "way",
+    "find",
+    "happen",
+    "happens",
+    "purpose",
+    "return",
+    "returns",
+    "define",
+    "definition",
+    "example",
+];
 
 /// Fits the run's settings to its mode: a quick look is one light step with a short deadline
 /// and a few sources.

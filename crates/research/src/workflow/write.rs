@@ -19,7 +19,7 @@ use crate::state::{ClaimRecord, Outcome};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
 use crate::tools::read::CachedDoc;
-use crate::writer::{Weighed, draft_weighed, drop_repeats, pack_patches};
+use crate::writer::{Weighed, draft_answer, draft_weighed, drop_repeats, pack_patches};
 use fathom_evidence::best_passages;
 
 pub(super) async fn synthesize_and_patch(
@@ -70,7 +70,9 @@ pub(super) async fn synthesize_and_patch(
             report.notice = gathered.cut_short.as_ref().map(|why| words.cut_short(why));
             sections
         }
-        _ => extractive(&plan.question, &plan.outline, &docs, per_section).await?,
+        // A simple answer offline: the passage that answers best, in its own order.
+        _ if simple => extractive(&plan.question, &plan.outline, &docs, per_section, true).await?,
+        _ => extractive(&plan.question, &plan.outline, &docs, per_section, false).await?,
     };
     let models = deps.models.as_ref();
     // Repeats go first (no check is spent on them), and again after the checks: a sentence
@@ -87,7 +89,7 @@ pub(super) async fn synthesize_and_patch(
         .map(|(t, _)| t.clone())
         .collect();
     if !empty.is_empty() && !docs.is_empty() {
-        let mut filled = extractive(&plan.question, &empty, &docs, per_section).await?;
+        let mut filled = extractive(&plan.question, &empty, &docs, per_section, false).await?;
         claims.extend(check_sections(&ctx, models, &plan.question, &mut filled, &docs, "2").await?);
         for (title, quotes) in filled {
             if deps.models.is_some() {
@@ -238,11 +240,13 @@ fn left_out(claims: &mut [ClaimRecord], dropped: Vec<(String, String)>) -> usize
 }
 
 /// The extractive writer's sections, off the async threads (it scores every sentence).
+/// `direct`: a one-section answer from the passage that answers best ([`draft_answer`]).
 async fn extractive(
     question: &str,
     outline: &[String],
     docs: &[Arc<CachedDoc>],
     per_section: usize,
+    direct: bool,
 ) -> Result<Vec<(String, Vec<Quote>)>, StepError> {
     let (question, outline, docs) = (question.to_string(), outline.to_vec(), docs.to_vec());
     tokio::task::spawn_blocking(move || {
@@ -252,7 +256,10 @@ async fn extractive(
             .map(|d| &***d)
             .zip(weighed.iter().map(|w| &**w))
             .collect();
-        draft_weighed(&question, &outline, &read, per_section)
+        match (direct, outline.as_slice()) {
+            (true, [title]) => vec![(title.clone(), draft_answer(&question, &read, per_section))],
+            _ => draft_weighed(&question, &outline, &read, per_section),
+        }
     })
     .await
     .map_err(|e| StepError::failed(format!("writer crashed: {e}")))
