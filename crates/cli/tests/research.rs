@@ -661,6 +661,22 @@ async fn offline_reports_over_held_out_manuals_keep_their_key_facts_at_default_s
         );
         assert_eq!(v["overall"]["fabricated"], 0, "{set}: {}", v["overall"]);
         assert_eq!(v["overall"]["failed"], 0, "{set}: {}", v["overall"]);
+        // No sentence is said twice in a report, the summary included.
+        for q in v["questions"].as_array().unwrap() {
+            let md = q["report_markdown"].as_str().unwrap_or_default();
+            let body = md.split("\n## Sources").next().unwrap_or_default();
+            let mut seen = std::collections::HashSet::new();
+            for line in body.lines().filter(|l| !l.starts_with('#')) {
+                for sentence in line.split_inclusive(']').map(str::trim) {
+                    let text = sentence.rsplit_once(" [").map_or(sentence, |(t, _)| t);
+                    assert!(
+                        text.len() < 20 || seen.insert(text.to_string()),
+                        "{set}: said twice in the report on {}: {text}",
+                        q["question"]
+                    );
+                }
+            }
+        }
         // Every question of these sets was routed, and says how.
         let routes: Vec<&str> = v["questions"]
             .as_array()

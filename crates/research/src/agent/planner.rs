@@ -37,8 +37,9 @@ titles for the report, in reading order). Follow the reviewer's feedback and use
 answers when given. Answer with the JSON object only.";
 
 /// How long the model has for its plan, both attempts together: the planning step's bound
-/// (60 s) less room for the built-in planner and the session's save.
-const PLAN_TIME: std::time::Duration = std::time::Duration::from_secs(45);
+/// with a model (300 s) less room for the built-in planner and the session's save. A small
+/// model on a CPU needs 60-70 s for one plan.
+const PLAN_TIME: std::time::Duration = std::time::Duration::from_secs(240);
 /// Characters of each background snippet shown (a small local model reads slowly).
 const BACKGROUND_CHARS: usize = 200;
 

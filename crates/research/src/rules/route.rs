@@ -665,7 +665,7 @@ pub fn kind_of(question: &str) -> (Kind, String) {
     if let Some(w) = find(&q, EXPLANATION).filter(|w| {
         how_to.is_none_or(|h| !h.contains(w))
             && !(*w == "explain" && q.contains(" explain what "))
-            && !(*w == "what happens" && !q.contains(" why "))
+            && (*w != "what happens" || q.contains(" why "))
     }) {
         return (Kind::Explanation, w.trim().to_string());
     }

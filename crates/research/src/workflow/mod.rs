@@ -80,8 +80,10 @@ impl ResearchDeps {
 /// Builds `deep-research`. The graph is the steps' signatures: each takes one event type and
 /// returns what it hands on.
 pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
+    // Routing and planning are one or two model calls: seconds with a hosted model, a minute
+    // or more with a small one on a CPU (it reads its prompt at about 20 tokens a second).
     let quick = StepOptions {
-        timeout: Duration::from_secs(60),
+        timeout: Duration::from_secs(if deps.models.is_some() { 300 } else { 60 }),
         retry: RetryPolicy::attempts(3),
     };
     // Search and reading take as long as their sources do; the research deadline bounds them.

@@ -187,21 +187,23 @@ pub(super) async fn synthesize_and_patch(
 const SUMMARY_SENTENCES: usize = 3;
 /// Puts a summary first: the opening sentence of each section (the writers put the one that
 /// best answers the section first), at most [`SUMMARY_SENTENCES`], when at least three
-/// sections have something to say (a shorter report is its own summary). Each keeps its citation; the sections keep
-/// their sentences, so the summary is a reader's way in, not the only place a fact stands.
+/// sections have something more to say (a shorter report is its own summary). Each keeps its
+/// citation and moves up rather than being said twice: no sentence stands twice in a report,
+/// and a section left with one sentence keeps it.
 fn summarize(sections: &mut Vec<(String, Vec<Quote>)>, title: &str) {
     // An outline with a summary of its own (a person's edit, a model's plan) keeps it.
     if sections.iter().any(|(t, _)| t.eq_ignore_ascii_case(title)) {
         return;
     }
-    let openers: Vec<Quote> = sections
-        .iter()
-        .filter_map(|(_, q)| q.first().cloned())
+    let from: Vec<usize> = (0..sections.len())
+        .filter(|&i| sections[i].1.len() >= 2)
         .take(SUMMARY_SENTENCES)
         .collect();
-    if openers.len() >= SUMMARY_SENTENCES {
-        sections.insert(0, (title.to_string(), openers));
+    if from.len() < SUMMARY_SENTENCES {
+        return;
     }
+    let openers: Vec<Quote> = from.iter().map(|&i| sections[i].1.remove(0)).collect();
+    sections.insert(0, (title.to_string(), openers));
 }
 
 /// Findings for a simple answer: from each document read, its best sentences for the
