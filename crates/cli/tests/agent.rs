@@ -218,10 +218,10 @@ async fn eval_measures_citations_offline_and_with_the_agent() {
         all["fabricated"], 0,
         "the [9] markers were removed before the report"
     );
-    // Per question, two cited sentences the pages support; the one giving a number no page
-    // gives was rewritten from its page and then left out (the report had said it), as was
-    // the second section's repeat of the first. The sentence whose only marker named no
-    // source read stays, uncited: a claim without support, which recall counts.
+    // Every sentence of the reports stands on a page it cites: the number no page gives was
+    // rewritten from its page or left out, the sentence whose only marker named no source read
+    // was cited to the page that supports it or removed, and the question's own search adds
+    // what it found.
     assert_eq!(
         (
             all["cited_sentences"].as_u64(),
