@@ -7,7 +7,7 @@
 //! that only point elsewhere ("In Chapter 4 we ...") or are fragments are never quoted.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::question::{Form, form_of};
@@ -376,12 +376,10 @@ fn list_item(text: &str) -> bool {
 
 /// The lists of a document worth keeping whole: runs of two to [`MAX_LIST`] short items
 /// under one heading (a longer list, or one of long items, is prose: its items are quoted as
-/// sentences). Block index → list number; and the lead-in blocks ("... when these three
-/// behaviors occur:"), whose last sentence promises a list: it is never quoted, as a report
-/// sentence citing one block cannot carry the items of others.
-fn lists(doc: &ParsedDoc, next_id: &mut usize) -> (HashMap<usize, usize>, HashSet<usize>) {
+/// sentences). Block index → list number. A lead-in before a list ("... divided into six
+/// levels:") stays quotable: as a full clause it states something true without its items.
+fn lists(doc: &ParsedDoc, next_id: &mut usize) -> HashMap<usize, usize> {
     let mut out = HashMap::new();
-    let mut lead_ins = HashSet::new();
     let blocks = &doc.blocks;
     let mut i = 0;
     while i < blocks.len() {
@@ -392,13 +390,6 @@ fn lists(doc: &ParsedDoc, next_id: &mut usize) -> (HashMap<usize, usize>, HashSe
             i += 1;
             continue;
         }
-        if i > 0
-            && !blocks[i - 1].item
-            && blocks[i - 1].heading == blocks[i].heading
-            && blocks[i - 1].text.trim_end().ends_with(':')
-        {
-            lead_ins.insert(i - 1);
-        }
         if (2..=MAX_LIST).contains(&run.len()) && run.iter().all(|&j| list_item(&blocks[j].text)) {
             for &j in &run {
                 out.insert(j, *next_id);
@@ -407,7 +398,7 @@ fn lists(doc: &ParsedDoc, next_id: &mut usize) -> (HashMap<usize, usize>, HashSe
         }
         i = run[run.len() - 1] + 1;
     }
-    (out, lead_ins)
+    out
 }
 
 /// `split`: each of `doc`'s blocks cut into sentences, used for the keys and for the
@@ -425,7 +416,7 @@ fn weigh(doc: &ParsedDoc, split: &[Vec<String>]) -> Weighed {
         .collect();
     let mut fitting = Vec::new();
     let mut lists_found = 0;
-    let (in_list, lead_ins) = lists(doc, &mut lists_found);
+    let in_list = lists(doc, &mut lists_found);
     // The part a sentence stands in (a heading's text, or a reference entry) and the
     // sentence's place in it.
     let mut part = 0usize;
@@ -458,10 +449,6 @@ fn weigh(doc: &ParsedDoc, split: &[Vec<String>]) -> Weighed {
         for (i, s) in split[b].iter().enumerate() {
             let at = pos;
             pos += 1;
-            // The last sentence of a lead-in promises the list after it.
-            if i + 1 == split[b].len() && lead_ins.contains(&b) {
-                continue;
-            }
             let s = lead_in_as_statement(s);
             // A list's items are quoted as they stand (short, perhaps unpunctuated).
             let fits = match list {
@@ -721,22 +708,9 @@ pub fn draft_weighed(
         _ => Vec::new(),
     };
     let q_terms = question_terms(question);
-    // How much a sentence is about the question: its own words, and (less) the heading it
-    // stands under, which names what a terse reference entry is about.
-    let idf = |t: &String| bm25.weight(t);
     let about: Vec<f64> = cands
         .iter()
-        .map(|c| {
-            let own = bm25.score(c, &q_terms);
-            let named: Vec<&String> = q_terms
-                .iter()
-                .filter(|t| c.heading_terms.contains(t))
-                .collect();
-            if own <= 0.0 && named.len() * 2 < q_terms.len() {
-                return 0.0;
-            }
-            own + HEADING_WEIGHT * named.into_iter().map(idf).sum::<f64>()
-        })
+        .map(|c| about_question(c, &bm25, &q_terms))
         .collect();
     // Where in the documents the question is answered: each part (the text under a heading,
     // or a reference entry) scored as one passage, its title and its sentences together. A
@@ -963,6 +937,21 @@ pub fn draft_weighed(
     out
 }
 
+/// How much a sentence is about the question: its own words, and (less) the heading it stands
+/// under, which names what a terse reference entry is about. Nothing when it shares no word
+/// and its heading names less than half of what is asked.
+fn about_question(c: &Placed, bm25: &Bm25, q_terms: &[String]) -> f64 {
+    let own = bm25.score(c, q_terms);
+    let named: Vec<&String> = q_terms
+        .iter()
+        .filter(|t| c.heading_terms.contains(t))
+        .collect();
+    if own <= 0.0 && named.len() * 2 < q_terms.len() {
+        return 0.0;
+    }
+    own + HEADING_WEIGHT * named.into_iter().map(|t| bm25.weight(t)).sum::<f64>()
+}
+
 /// The terms of a question that say what it is about: its own, without the words that say
 /// what kind of answer it wants ([`FORM_WORDS`]).
 fn question_terms(question: &str) -> Vec<String> {
@@ -997,14 +986,7 @@ pub fn draft_answer(
     // How much each sentence is about the question: its words, and (less) its heading's.
     let about: Vec<f64> = cands
         .iter()
-        .map(|c| {
-            let named: f64 = q_terms
-                .iter()
-                .filter(|t| c.heading_terms.contains(t))
-                .map(|t| bm25.weight(t))
-                .sum();
-            bm25.score(c, &q_terms) + HEADING_WEIGHT * named
-        })
+        .map(|c| about_question(c, &bm25, &q_terms))
         .collect();
     // The sentence most about the question, wherever it stands, has a place in the answer
     // even when the best passage is elsewhere.

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use fathom_research::agent::Models;
-use fathom_research::agent::coordinator::{read_route, route_request, route_system};
+use fathom_research::agent::coordinator::{read_route, route_request, route_system, rules_instead};
 use fathom_research::route_eval::{Confusion, agreement_by, parse_labelled};
-use fathom_research::rules::route::{Route, by_rules};
+use fathom_research::rules::route::{Route, RoutedBy, by_rules};
 use serde_json::json;
 
 use crate::app::App;
@@ -56,9 +56,9 @@ pub async fn routes(app: &App, args: RoutesArgs) -> anyhow::Result<ExitCode> {
                         .await;
                 match answer {
                     Ok(Ok(response)) => read_route(response.json(), true)
-                        .unwrap_or_else(|e| fallback(&q.question, &e)),
-                    Ok(Err(e)) => fallback(&q.question, &e.to_string()),
-                    Err(_) => fallback(&q.question, "the call timed out"),
+                        .unwrap_or_else(|e| rules_instead(&q.question, true, &e)),
+                    Ok(Err(e)) => rules_instead(&q.question, true, &e.to_string()),
+                    Err(_) => rules_instead(&q.question, true, "the call timed out"),
                 }
             }
         };
@@ -71,10 +71,11 @@ pub async fn routes(app: &App, args: RoutesArgs) -> anyhow::Result<ExitCode> {
     let agreed = |i: usize| set[i].label == routed[i].mode;
     let by_form = agreement_by((0..set.len()).map(|i| (set[i].form.as_str(), agreed(i))));
     let by_language = agreement_by((0..set.len()).map(|i| (set[i].language.as_str(), agreed(i))));
-    let fell_back = routed
-        .iter()
-        .filter(|r| r.reason.contains("could not be used"))
-        .count();
+    // With a model, a route by the rules is one whose model answer could not be used.
+    let fell_back = match models {
+        Some(_) => routed.iter().filter(|r| r.by == RoutedBy::Rules).count(),
+        None => 0,
+    };
     if args.json {
         let rows: Vec<_> = set
             .iter()
@@ -133,16 +134,4 @@ pub async fn routes(app: &App, args: RoutesArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The rules' route when the model's answer cannot be used, saying so.
-fn fallback(question: &str, problem: &str) -> Route {
-    let rules = by_rules(question, true);
-    Route {
-        reason: format!(
-            "{} (the model's choice could not be used: {problem})",
-            rules.reason
-        ),
-        ..rules
-    }
 }

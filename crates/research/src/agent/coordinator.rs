@@ -104,12 +104,17 @@ pub async fn route(
         },
         Err(e) => e.message,
     };
+    Ok(rules_instead(question, web, &problem))
+}
+
+/// The rules' route when the model's answer cannot be used, saying why.
+pub fn rules_instead(question: &str, web: bool, problem: &str) -> Route {
     let rules = by_rules(question, web);
-    Ok(Route {
+    Route {
         reason: format!(
             "{} (the model's choice could not be used: {problem})",
             rules.reason
         ),
         ..rules
-    })
+    }
 }

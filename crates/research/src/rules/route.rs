@@ -54,23 +54,11 @@ pub enum Kind {
     List,
     /// What is new or current: only the web can know.
     New,
-    /// A brief: several questions, or a long open request.
+    /// A brief: several questions, a long open request, or a bare topic.
     Brief,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
-        Kind::Definition,
-        Kind::Fact,
-        Kind::HowTo,
-        Kind::Explanation,
-        Kind::TradeOff,
-        Kind::Comparison,
-        Kind::List,
-        Kind::New,
-        Kind::Brief,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Definition => "definition",
@@ -131,7 +119,7 @@ impl Kind {
             Kind::Comparison => "a comparison",
             Kind::List => "a list gathered from several places",
             Kind::New => "what is new",
-            Kind::Brief => "a research brief (several questions or a long one)",
+            Kind::Brief => "a research brief (several questions, a long one, or a bare topic)",
         }
     }
 }
@@ -620,6 +608,11 @@ pub fn kind_of(question: &str) -> (Kind, String) {
         }
         return (Kind::Brief, String::new());
     }
+    // A bare topic ("ownership") asks no one thing: it is researched, and the plan asks which
+    // aspect of it matters.
+    if words == 1 && cjk == 0 && questions == 0 {
+        return (Kind::Brief, String::new());
+    }
     // A how-to opening wants something done, even done with "the latest" version.
     let how_to = how_to(&q);
     if how_to.is_none() {
@@ -842,6 +835,8 @@ mod tests {
             ("Warum braucht Rust Lebensdauern?", Mode::Deep),
             ("Rust 如何防止数据竞争？", Mode::Deep),
             ("cargo features default", Mode::Simple),
+            // A bare topic: researched, its plan asking which aspect matters.
+            ("ownership", Mode::Deep),
         ];
         for (q, want) in cases {
             let r = by_rules(q, true);
