@@ -242,7 +242,13 @@ async fn eval_measures_citations_offline_and_with_the_agent() {
         Some(calls * (fathom_testkit::llm::PROMPT_TOKENS + fathom_testkit::llm::COMPLETION_TOKENS))
     );
     for row in agent["questions"].as_array().unwrap() {
-        assert_eq!(row["sources_cited"], 2, "{row}");
+        // The researchers' two pages, and what the question's own search found besides; never
+        // a source the run did not read.
+        let cited = row["sources_cited"].as_u64().unwrap();
+        assert!(
+            (2..=row["sources_read"].as_u64().unwrap()).contains(&cited),
+            "{row}"
+        );
         assert!(row["elapsed_ms"].as_u64().is_some(), "{row}");
     }
 }

@@ -1030,7 +1030,7 @@ async fn the_coordinator_model_sends_a_simple_question_to_a_direct_answer_from_l
     assert_eq!(
         roles,
         [
-            "You route questions for a research assistant",
+            "You route questions for a research assistant by the kind of answer they ask for",
             "You write one section of a research report"
         ],
         "a route and one section, no planner and no researcher"

@@ -252,9 +252,18 @@ pub(super) async fn investigate_background(
 /// kind of answer is wanted ("difference", "default", "how") are not what it is about.
 fn uncovered(question: &str, hit: &SearchHit) -> Vec<String> {
     use fathom_parse::text::{terms, words};
+    // The light stemmer keeps a silent "e" that an ending drops ("measure", "measured" →
+    // "measur"): both forms meet without it.
+    let fold = |t: &str| {
+        t.strip_suffix('e')
+            .filter(|s| s.len() >= 3)
+            .unwrap_or(t)
+            .to_string()
+    };
     let held: std::collections::HashSet<String> =
         terms(&format!("{} {} {}", hit.title, hit.heading, hit.snippet))
-            .into_iter()
+            .iter()
+            .map(|t| fold(t))
             .collect();
     let mut asked: Vec<(String, String)> = Vec::new();
     for w in words(question) {
@@ -268,7 +277,7 @@ fn uncovered(question: &str, hit: &SearchHit) -> Vec<String> {
     }
     let missing: Vec<String> = asked
         .iter()
-        .filter(|(_, t)| !held.contains(t))
+        .filter(|(_, t)| !held.contains(&fold(t)))
         .map(|(w, _)| w.clone())
         .collect();
     let allowed = usize::from(asked.len() > 3);
