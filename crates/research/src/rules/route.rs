@@ -578,6 +578,29 @@ const FACT: &[&str] = &[
     "quanto",
     "quando",
 ];
+/// A second question joined to the first, in English, German, French, Spanish and Italian.
+const SECOND_QUESTION: &[&str] = &[
+    " and when ",
+    " and why ",
+    " and how ",
+    " and what ",
+    " and which ",
+    " and where ",
+    " and whether ",
+    " und wann ",
+    " und warum ",
+    " und wie ",
+    " und was ",
+    " et quand ",
+    " et pourquoi ",
+    " et comment ",
+    " y cuándo ",
+    " y por qué ",
+    " y cómo ",
+    " e quando ",
+    " e perché ",
+    " e come ",
+];
 /// Facts asked in Chinese or Japanese, anywhere in the question.
 const FACT_CJK: &[&str] = &["多少", "哪个", "什么时候", "几个", "是否", "いくつ"];
 
@@ -635,6 +658,11 @@ pub fn kind_of(question: &str) -> (Kind, String) {
     }
     if questions > 1 {
         return (Kind::Brief, String::new());
+    }
+    // Two questions in one ("What is a lifetime, and when must I write one out?"): the second
+    // asks what one passage about the first rarely answers.
+    if let Some(w) = SECOND_QUESTION.iter().find(|w| q.contains(*w)) {
+        return (Kind::Brief, w.trim().to_string());
     }
     if let Some(w) = find(&q, TRADE_OFF) {
         return (Kind::TradeOff, w.trim().to_string());
@@ -837,6 +865,10 @@ mod tests {
             ("cargo features default", Mode::Simple),
             // A bare topic: researched, its plan asking which aspect matters.
             ("ownership", Mode::Deep),
+            (
+                "What is a lifetime, and when do I have to write lifetimes out explicitly?",
+                Mode::Deep,
+            ),
         ];
         for (q, want) in cases {
             let r = by_rules(q, true);
