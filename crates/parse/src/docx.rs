@@ -1032,7 +1032,7 @@ fn render_table(rows: &[Vec<String>]) -> String {
     out
 }
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use std::io::Write;
 
     use super::*;

@@ -5,10 +5,11 @@ use fathom_engine::impl_event;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::report::Source;
+use crate::parsed::ParsedRef;
 use crate::rules::plan::Plan;
 use crate::settings::Mode;
 use fathom_corpus::SearchHit;
+use fathom_report::report::Source;
 
 // ---- Sent by clients ----
 
@@ -100,14 +101,6 @@ pub struct SourcesFound {
     pub hits: Vec<SearchHit>,
 }
 impl_event!(SourcesFound, "SourcesFound");
-
-/// A document read and parsed, stored as an artifact.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ParsedRef {
-    pub url: String,
-    pub title: String,
-    pub file_id: String,
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SourcesParsed {

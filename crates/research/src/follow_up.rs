@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::events::ParsedRef;
+use crate::parsed::ParsedRef;
 use fathom_evidence::best_passages;
 
 /// Documents taken from a parent, at most.

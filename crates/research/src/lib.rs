@@ -12,15 +12,20 @@
 //! - [`rules`]: what is decided without a model: the route a question takes (simple, web or
 //!   deep, by the kind of answer it asks for) and the offline plan; [`route_eval`]: routing
 //!   measured against a labelled set. The report and its citations, the extractive writer
-//!   and the report's measures are fathom-report's ([`report`], [`writer`], [`eval`]).
-//! - [`service`]: what the CLI and the server do with runs; [`sessions`]: saved sessions.
+//!   and the report's measures are fathom-report's.
+//! - [`service`]: what the CLI and the server do with runs; [`checks`]: what is refused
+//!   before anything is stored; [`error`]: what goes wrong; [`sessions`]: saved sessions.
+//! - [`parsed`]: a document read and stored, as the run's events and state name it.
 //! - [`follow_up`]: a question on a saved session, answered from its sources first;
 //!   [`delivery`]: the report sent to a webhook or by email when done (`deliver_report`).
 
 pub mod agent;
+pub mod checks;
 pub mod delivery;
+pub mod error;
 pub mod events;
 pub mod follow_up;
+pub mod parsed;
 pub mod route_eval;
 pub mod rules;
 pub mod service;
@@ -30,14 +35,12 @@ pub mod state;
 pub mod tools;
 pub mod workflow;
 
-// The report, its writer and its measures live in fathom-report; re-exported so the workflow
-// and its users name them as before.
-pub use fathom_report::{eval, report, writer};
-
+pub use checks::{check_decision, check_sources, check_start};
 pub use delivery::Delivery;
+pub use error::ResearchError;
 pub use events::{ApproveEvent, ResearchResult, ResearchStart};
 pub use rules::plan::Plan;
-pub use service::{Research, ResearchError, check_decision, check_sources, check_start};
+pub use service::Research;
 pub use sessions::Sessions;
 pub use settings::{ResearchConfig, Settings, SettingsError, SourceKind};
 pub use state::{ResearchState, SessionStatus};

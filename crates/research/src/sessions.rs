@@ -8,7 +8,7 @@ use fathom_data::{
 };
 use serde_json::{Value, json};
 
-use crate::service::ResearchError;
+use crate::error::ResearchError;
 use crate::settings::ResearchConfig;
 use crate::state::SessionStatus;
 

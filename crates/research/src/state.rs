@@ -7,13 +7,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::events::ParsedRef;
-use crate::report::Report;
+use crate::parsed::ParsedRef;
 use crate::rules::plan::Plan;
 use crate::rules::route::Route;
 use crate::settings::Settings;
 use fathom_corpus::SearchHit;
 use fathom_evidence::{Span, Verdict};
+use fathom_report::report::Report;
 
 /// The context every step and agent of `deep-research` runs in.
 pub type RunCtx = Ctx<ResearchState>;

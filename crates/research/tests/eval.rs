@@ -5,8 +5,8 @@
 use fathom_evidence::check_claim;
 use fathom_parse::pdf::{PdfPage, PdfText};
 use fathom_parse::{DocKind, ParsedDoc, parse_content, pdf_to_doc};
-use fathom_research::eval::*;
-use fathom_research::report::{Report, Section, Source};
+use fathom_report::eval::*;
+use fathom_report::report::{Report, Section, Source};
 
 const PDF: &str = "https://x.test/lifetimes.pdf";
 
@@ -189,14 +189,14 @@ fn the_offline_writers_quotes_are_all_supported() {
         docs.push(parse_content(&format!("file:///corpus/{name}"), kind, &bytes).unwrap());
     }
     let outline: Vec<String> = ["Overview", "Rules", "Pitfalls"].map(String::from).to_vec();
-    let sections = fathom_research::writer::draft_sections(
+    let sections = fathom_report::writer::draft_sections(
         "How does ownership work in Rust?",
         &outline,
         &docs,
         3,
     );
     let mut report = Report::new("How does ownership work in Rust?");
-    for p in fathom_research::writer::pack_patches(&report, &sections, 2000) {
+    for p in fathom_report::writer::pack_patches(&report, &sections, 2000) {
         report.apply(&p, 2000).unwrap();
     }
     let c = check_citations(&report, &docs);

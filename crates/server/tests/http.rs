@@ -1402,7 +1402,7 @@ async fn session_exports(dialect: Dialect) {
         headings.len() >= 3 && headings.iter().any(|h| h == "Sources"),
         "{report}"
     );
-    let citations: Vec<String> = fathom_research::report::citations(&report)
+    let citations: Vec<String> = fathom_report::report::citations(&report)
         .into_iter()
         .map(|n| format!("[{n}]"))
         .collect();

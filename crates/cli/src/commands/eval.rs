@@ -4,7 +4,7 @@
 //! (claim sentences with a supporting citation), the sources used, time and tokens. Runs the
 //! agent when a model is configured, else the offline planner and extractive writer.
 //!
-//! With a key-fact set (`--questions` a `.json` file, see `fathom_research::eval::facts`),
+//! With a key-fact set (`--questions` a `.json` file, see `fathom_report::eval::facts`),
 //! it also measures what each report says: key-fact recall (facts stated over facts
 //! expected) and whether a sentence stating a key fact cites one of the expected pages.
 
@@ -16,11 +16,11 @@ use anyhow::{Context as _, anyhow, bail};
 use fathom_data::ArtifactStore;
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_parse::ParsedDoc;
-use fathom_research::ResearchState;
-use fathom_research::eval::{
+use fathom_report::eval::{
     CitationCheck, FactCheck, FactTotals, KeyFactQuestion, check_citations, check_key_facts,
     parse_key_facts,
 };
+use fathom_research::ResearchState;
 use serde_json::{Value, json};
 
 use super::research::parse_settings;

@@ -11,7 +11,7 @@ use fathom_corpus::Corpus;
 use fathom_data::CollectionScope;
 use fathom_engine::new_id;
 use fathom_engine::store::{RunStatus, RunStore};
-use fathom_research::service::{check_delivery, check_parent};
+use fathom_research::checks::{check_delivery, check_parent};
 use fathom_research::{
     ApproveEvent, Plan, Research, ResearchResult, Sessions, check_sources, check_start,
 };

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 
 use super::findings::{ReadDoc, findings_of, from_passages};
 use super::{Models, ask, output_tokens, schema_of};
-use crate::events::{AgentInput, ChatMessage, ParsedRef};
+use crate::events::{AgentInput, ChatMessage};
+use crate::parsed::ParsedRef;
 use crate::rules::plan::Plan;
 use crate::settings::Settings;
 use crate::state::{Finding, Gathered, RunCtx};

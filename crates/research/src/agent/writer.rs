@@ -8,13 +8,13 @@ use fathom_engine::StepError;
 use fathom_llm::{ChatRequest, Message};
 
 use super::{Models, ask, output_tokens};
-use crate::events::ParsedRef;
-use crate::report::{AlsoCited, Quote, model_markdown};
+use crate::parsed::ParsedRef;
 use crate::rules::plan::Plan;
 use crate::state::RunCtx;
 use crate::state::{CheckedBy, ClaimRecord, Gathered, Outcome};
 use fathom_evidence::{Verdict, plain_text};
 use fathom_parse::text::terms;
+use fathom_report::report::{AlsoCited, Quote, model_markdown};
 use std::collections::HashSet;
 
 const WRITER: &str = "You write one section of a research report. Use only the findings \

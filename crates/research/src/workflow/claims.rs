@@ -11,7 +11,6 @@ use fathom_engine::StepError;
 use std::sync::Arc;
 
 use crate::agent::Models;
-use crate::report::Quote;
 use crate::state::RunCtx;
 use crate::state::{CheckedBy, ClaimRecord, Outcome};
 use crate::tools::read::CachedDoc;
@@ -19,6 +18,7 @@ use fathom_evidence::{
     DocSentences, Span, Verdict, closest_sentence, cut, is_claim, plain_text, shared_terms,
 };
 use fathom_parse::text::terms;
+use fathom_report::report::Quote;
 use std::collections::{HashMap, HashSet};
 
 /// Characters of a passage put to the verifier (a PDF page without punctuation can be one

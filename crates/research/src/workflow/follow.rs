@@ -8,10 +8,11 @@ use fathom_parse::ParsedDoc;
 use fathom_parse::text::terms;
 
 use super::ResearchDeps;
-use crate::events::ParsedRef;
+use crate::checks::check_parent;
+use crate::error::ResearchError;
 use crate::follow_up::{FollowUp, Parent, coverage};
+use crate::parsed::ParsedRef;
 use crate::rules::plan::Plan;
-use crate::service::{ResearchError, check_parent};
 use crate::sessions::Sessions;
 use crate::state::{ArtifactRef, RunCtx, SourceEntry};
 

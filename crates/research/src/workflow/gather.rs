@@ -13,6 +13,7 @@ use super::ResearchDeps;
 use crate::agent::findings::{ReadDoc, from_passages};
 use crate::events::*;
 use crate::follow_up::FollowUp;
+use crate::parsed::ParsedRef;
 use crate::rules::plan::{Plan, sources_tag};
 use crate::settings::Mode;
 use crate::state::{ArtifactRef, Gathered, SourceEntry, past};

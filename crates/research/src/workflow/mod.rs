@@ -26,11 +26,10 @@ use fathom_engine::{
     Ctx, ErasedWorkflow, RetryPolicy, StartRefusal, StepError, StepOptions, Stop, Stopped, Workflow,
 };
 
+use crate::checks::{check_decision, check_delivery, check_parent, check_sources, check_start};
 use crate::delivery::Delivery;
+use crate::error::ResearchError;
 use crate::events::*;
-use crate::service::{
-    ResearchError, check_decision, check_delivery, check_parent, check_sources, check_start,
-};
 use crate::sessions::Sessions;
 use crate::settings::ResearchConfig;
 use crate::state::{ResearchState, RunCtx, SessionStatus};

@@ -12,15 +12,16 @@ use super::claims::check_sections;
 use super::{ResearchDeps, WRITER};
 use crate::agent::findings::{ReadDoc, from_passages};
 use crate::events::*;
-use crate::report::{Patch, Quote, Report};
+use crate::parsed::ParsedRef;
 use crate::settings::Mode;
 use crate::state::{ArtifactRef, Gathered, SessionStatus};
 use crate::state::{ClaimRecord, Outcome};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
 use crate::tools::read::CachedDoc;
-use crate::writer::{Weighed, draft_answer, draft_weighed, drop_repeats, pack_patches};
 use fathom_evidence::best_passages;
+use fathom_report::report::{Patch, Quote, Report};
+use fathom_report::writer::{Weighed, draft_answer, draft_weighed, drop_repeats, pack_patches};
 
 pub(super) async fn synthesize_and_patch(
     ctx: RunCtx,
