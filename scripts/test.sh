@@ -54,5 +54,11 @@ if [ ! -d "$target_dir/suite" ]; then
   fi
 fi
 
+# Format, module cycles and lints first: a change that fails them does not land, whatever the tests say.
+# Clippy shares the suite profile's settings (no debug info, no incremental cache).
+cargo fmt --all --check
+scripts/modcycles.py
+cargo clippy --workspace --all-targets --locked --profile suite -- -D warnings
+
 cargo build --workspace --all-targets --locked --profile suite
 cargo test --workspace --locked --profile suite --no-fail-fast -- --test-threads="${FATHOM_TEST_THREADS:-2}"

@@ -18,6 +18,8 @@
 //! FATHOM_BENCH_DATABASE_URL=postgres://... to run on Postgres (a fresh database is created
 //! there for the run and dropped after), FATHOM_BENCH_SERVER_ARGS="..." for extra `serve`
 //! flags (split on spaces).
+// Unsafe: getrlimit/setrlimit, to allow the open files a thousand parked streams need.
+#![allow(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};

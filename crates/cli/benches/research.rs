@@ -10,6 +10,8 @@
 //! to its end, without eval's own checking of the report afterwards.
 //!
 //! `cargo bench -p fathom-cli --bench research [-- CORPUS_DIR]`
+// Unsafe: getrusage(2), the children's CPU time as the kernel counted it.
+#![allow(unsafe_code)]
 
 mod common;
 
@@ -21,6 +23,7 @@ use std::time::Instant;
 fn children_cpu() -> (f64, f64) {
     // SAFETY: getrusage only writes the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: getrusage writes only into `u`.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
     assert_eq!(rc, 0, "getrusage failed");
     let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;

@@ -8,6 +8,8 @@
 //! is let go too (see [`Kept`]). (Fewer arenas would hold less too, but the threads then wait
 //! on each other's allocations: one per core cost research runs over HTTP 10% of their
 //! throughput on SQLite.)
+// Unsafe: glibc's allocator controls (mallopt, mallinfo2, malloc_trim).
+#![allow(unsafe_code)]
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -102,6 +104,7 @@ fn trim(ran: bool, free_at_trim: usize) -> Option<usize> {
         let free = unsafe { libc::mallinfo2() }.fordblks;
         let grown = free > free_at_trim.saturating_add(TRIM_ABOVE);
         if free > TRIM_ABOVE && (ran || grown) {
+            // SAFETY: as above: malloc_trim returns only free pages.
             unsafe {
                 libc::malloc_trim(0);
             }

@@ -174,6 +174,8 @@ pub fn worker_main(limits: PdfLimits, max_input: u64) -> std::process::ExitCode 
 
 /// Caps this process's heap (`RLIMIT_DATA`: brk and private mappings, so thread stacks and
 /// the binary's own pages do not count) and CPU seconds (a backstop to the parent's timer).
+// Unsafe: setrlimit(2), the sandbox's caps on itself.
+#[allow(unsafe_code)]
 fn cap_resources(limits: PdfLimits) -> std::io::Result<()> {
     let set = |resource, value: u64| {
         let lim = libc::rlimit {

@@ -221,7 +221,9 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// The whole HTTP application, with `protected` routes of the caller's (the MCP endpoint)
 /// beside the API, behind the same API key, CORS and limits.
 pub fn router_with(state: Arc<AppState>, protected: Option<Router<Arc<AppState>>>) -> Router {
-    let api: Router<Arc<AppState>> = routes::workflows_api().into();
+    // The document itself is served beside the API it describes, not part of it.
+    let api: Router<Arc<AppState>> = Router::from(routes::workflows_api())
+        .route("/openapi.json", axum::routing::get(openapi::serve_document));
     let deployment_health: Router<Arc<AppState>> = routes::deployment_health().into();
     let deployment_path = format!("/deployments/{}", state.config.deployment.name);
     let api = Router::new()

@@ -29,6 +29,11 @@ use crate::routes::{self, agent_data};
 )]
 struct ApiDoc;
 
+/// `GET /openapi.json`: the document.
+pub async fn serve_document() -> axum::Json<Value> {
+    axum::Json(openapi_document())
+}
+
 pub fn openapi_document() -> Value {
     static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
     DOC.get_or_init(|| {

@@ -2,6 +2,8 @@
 //! `/proc`): each process's `VmHWM`, its own high-water mark, read every few milliseconds
 //! while it lives. A child that lives less than one period may be missed; one that lives
 //! longer is measured to within what it grew in its last period.
+// Unsafe: wait4(2), for a child's peak memory as the kernel counted it.
+#![allow(unsafe_code)]
 
 use std::collections::HashMap;
 use std::sync::Arc;

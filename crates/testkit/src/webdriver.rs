@@ -5,6 +5,8 @@
 //! The binaries are `FATHOM_CHROMEDRIVER` and `FATHOM_CHROMIUM` when set, else found on the
 //! `PATH` or where Debian installs them. [`Browser::start`] fails with a message saying how to
 //! install them when they are missing.
+// Unsafe: kill(2) of the driver's process group when it is dropped.
+#![allow(unsafe_code)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

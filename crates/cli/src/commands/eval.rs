@@ -7,6 +7,8 @@
 //! With a key-fact set (`--questions` a `.json` file, see `fathom_report::eval::facts`),
 //! it also measures what each report says: key-fact recall (facts stated over facts
 //! expected) and whether a sentence stating a key fact cites one of the expected pages.
+// Unsafe: getrusage(2), this process's CPU time as the kernel counted it.
+#![allow(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -277,6 +279,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
 fn process_cpu_ms() -> f64 {
     // SAFETY: getrusage only writes the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: getrusage writes only into `u`.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
         return 0.0;
     }

@@ -54,7 +54,3 @@ pub async fn app_health(State(state): State<AppRef>) -> (StatusCode, Json<Value>
 pub async fn live() -> Json<Value> {
     Json(json!({"status": "Healthy"}))
 }
-
-pub async fn openapi_json() -> Json<Value> {
-    Json(crate::openapi::openapi_document())
-}

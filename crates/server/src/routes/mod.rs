@@ -44,8 +44,6 @@ pub fn workflows_api() -> OpenApiRouter<State> {
         .routes(routes!(events::stream_events, events::send_event))
         .routes(routes!(artifacts::get_artifact))
         .routes(routes!(exports::export_session))
-        // The document itself is not part of the document.
-        .route("/openapi.json", get(health::openapi_json))
 }
 
 /// `/health` under a deployment: the workflow server's own answer.
