@@ -227,7 +227,7 @@ impl<S: Serialize + Clone> Ctx<S> {
     pub fn write_envelope(&self, env: Envelope) -> Result<(), StepError> {
         let mut b = self.lock();
         if b.calls_in_flight > 0 {
-            return Err(StepError::Failed(format!(
+            return Err(StepError::failed(format!(
                 "{} written to the stream while a journaled call runs; pass it to run_streamed",
                 env.event_type
             )));
@@ -434,7 +434,10 @@ impl<S: Serialize + Clone> Ctx<S> {
             return serde_json::from_value(v)
                 .map(Journaled::Found)
                 .map_err(|e| {
-                    StepError::Permanent(format!("journaled result of '{key}' no longer fits: {e}"))
+                    StepError::permanent_because(
+                        format!("journaled result of '{key}' no longer fits"),
+                        e,
+                    )
                 });
         }
         events.extend(before);
@@ -489,7 +492,7 @@ impl<S: Serialize + Clone> Ctx<S> {
         match view.message {
             Some((id, payload)) => {
                 let event: E = serde_json::from_value(payload).map_err(|e| {
-                    StepError::Permanent(format!("undecodable {} in mailbox: {e}", E::TYPE))
+                    StepError::permanent_because(format!("undecodable {} in mailbox", E::TYPE), e)
                 })?;
                 self.lock().effects.mailbox_consumed.push(id);
                 Ok(event)

@@ -1,16 +1,28 @@
 use crate::store::StoreError;
 
+/// A cause kept under a step's failure, of any error type.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// How a step ends other than by success.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
     /// The step failed for a passing reason (a timeout, a service down); the run retries it
     /// under the step's retry policy.
-    #[error("{0}")]
-    Failed(String),
+    #[error("{message}")]
+    Failed {
+        message: String,
+        /// What failed underneath (the model server's HTTP status, an I/O error), when known.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The step failed for a reason no retry will change (a refused API key, an unknown
     /// model, invalid settings, a bug): the run fails at once.
-    #[error("{0}")]
-    Permanent(String),
+    #[error("{message}")]
+    Permanent {
+        message: String,
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The step waits for an external event that has not arrived. Not a failure: the run is
     /// parked, and the step runs again when the event arrives.
     #[error("waiting for {event_type}")]
@@ -34,26 +46,72 @@ pub enum StepError {
 impl StepError {
     /// A failure worth retrying.
     pub fn failed(msg: impl std::fmt::Display) -> Self {
-        StepError::Failed(msg.to_string())
+        StepError::Failed {
+            message: msg.to_string(),
+            source: None,
+        }
     }
 
     /// A failure no retry will change.
     pub fn permanent(msg: impl std::fmt::Display) -> Self {
-        StepError::Permanent(msg.to_string())
+        StepError::Permanent {
+            message: msg.to_string(),
+            source: None,
+        }
+    }
+
+    /// A failure worth retrying: `what` failed because of `cause`, which is kept.
+    pub fn failed_because(what: impl std::fmt::Display, cause: impl Into<BoxError>) -> Self {
+        StepError::Failed {
+            message: what.to_string(),
+            source: Some(cause.into()),
+        }
+    }
+
+    /// A failure no retry will change: `what` failed because of `cause`, which is kept.
+    pub fn permanent_because(what: impl std::fmt::Display, cause: impl Into<BoxError>) -> Self {
+        StepError::Permanent {
+            message: what.to_string(),
+            source: Some(cause.into()),
+        }
     }
 
     /// The same failure, its message prefixed with what failed (a journaled call's key).
     pub fn about(self, what: &str) -> Self {
         match self {
-            StepError::Failed(m) => StepError::Failed(format!("{what}: {m}")),
-            StepError::Permanent(m) => StepError::Permanent(format!("{what}: {m}")),
+            StepError::Failed { message, source } => StepError::Failed {
+                message: format!("{what}: {message}"),
+                source,
+            },
+            StepError::Permanent { message, source } => StepError::Permanent {
+                message: format!("{what}: {message}"),
+                source,
+            },
             other => other,
         }
     }
 
     /// Whether running the step again may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StepError::Failed(_) | StepError::Store(_))
+        matches!(self, StepError::Failed { .. } | StepError::Store(_))
+    }
+
+    /// The failure and every cause under it, outermost first, joined by ": " (what a log line
+    /// and a failed run's error say).
+    pub fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        // A cause chain is finite in practice; the bound keeps a cyclic one from hanging.
+        for _ in 0..16 {
+            let Some(c) = cause else { break };
+            let text = c.to_string();
+            if !out.ends_with(&text) {
+                out.push_str(": ");
+                out.push_str(&text);
+            }
+            cause = c.source();
+        }
+        out
     }
 }
 
@@ -69,7 +127,7 @@ impl From<StoreError> for StepError {
 /// A journaled call that fails with a message: worth retrying.
 impl From<String> for StepError {
     fn from(msg: String) -> Self {
-        StepError::Failed(msg)
+        StepError::failed(msg)
     }
 }
 
@@ -82,7 +140,7 @@ impl From<std::convert::Infallible> for StepError {
 /// A value that does not (de)serialize is a bug in the workflow, not a passing failure.
 impl From<serde_json::Error> for StepError {
     fn from(e: serde_json::Error) -> Self {
-        StepError::Permanent(format!("serialization: {e}"))
+        StepError::permanent_because("serialization", e)
     }
 }
 
@@ -127,5 +185,27 @@ impl EngineError {
             self,
             EngineError::Store(StoreError::Backend(_) | StoreError::Unavailable(_))
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_failure_keeps_its_cause_and_says_the_whole_chain() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let e = StepError::failed_because("calling the search API", io).about("web_search#1");
+        assert!(e.is_retryable());
+        assert_eq!(e.to_string(), "web_search#1: calling the search API");
+        let cause = std::error::Error::source(&e).expect("the cause is kept");
+        assert_eq!(cause.to_string(), "connection refused");
+        assert_eq!(
+            e.chain(),
+            "web_search#1: calling the search API: connection refused"
+        );
+        // A failure without a cause is said once.
+        assert_eq!(StepError::permanent("bad plan").chain(), "bad plan");
+        assert!(!StepError::permanent("bad plan").is_retryable());
     }
 }

@@ -589,14 +589,14 @@ impl<S: WorkflowState> ErasedWorkflow for Workflow<S> {
     ) -> BoxFuture<(Result<(), StepError>, StepEffects)> {
         let Some(idx) = self.by_event.get(event_type) else {
             let msg = format!("no step accepts {event_type}");
-            return Box::pin(async move { (Err(StepError::Failed(msg)), StepEffects::default()) });
+            return Box::pin(async move { (Err(StepError::failed(msg)), StepEffects::default()) });
         };
         let handler = self.steps[*idx].handler.clone();
         Box::pin(async move {
             let state: S = match serde_json::from_value(state) {
                 Ok(s) => s,
                 Err(e) => {
-                    let err = StepError::Failed(format!("stored state does not fit: {e}"));
+                    let err = StepError::failed_because("stored state does not fit", e);
                     return (Err(err), StepEffects::default());
                 }
             };

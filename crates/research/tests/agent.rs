@@ -463,8 +463,12 @@ async fn a_refused_key_fails_the_run_and_an_unusable_plan_falls_back() {
         .unwrap()
         .error
         .unwrap();
+    // The step's failure, with the model server's answer kept under it as its cause.
     assert!(
-        error.contains("HTTP 401: Incorrect API key provided"),
+        error.contains(
+            "the model cannot be used: the model server refused the request: HTTP 401: \
+             Incorrect API key provided"
+        ),
         "{error}"
     );
     assert_eq!(web.searches.load(Ordering::SeqCst), 0);

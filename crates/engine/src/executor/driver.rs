@@ -373,7 +373,7 @@ impl Engine {
                 Err(_) => {
                     cut_off = true;
                     (
-                        Err(StepError::Failed(format!(
+                        Err(StepError::failed(format!(
                             "step timed out after {:.1}s",
                             limit.as_secs_f64()
                         ))),
@@ -382,7 +382,7 @@ impl Engine {
                 }
             };
             let result = match (result, &effects.error) {
-                (Ok(()), Some(e)) => Err(StepError::Failed(e.clone())),
+                (Ok(()), Some(e)) => Err(StepError::failed(e)),
                 (r, _) => r,
             };
             match result {
@@ -460,9 +460,12 @@ impl Engine {
                     return Err(StoreError::Unavailable(e));
                 }
                 Err(
-                    err @ (StepError::Failed(_) | StepError::Store(_) | StepError::Permanent(_)),
+                    err @ (StepError::Failed { .. }
+                    | StepError::Store(_)
+                    | StepError::Permanent { .. }),
                 ) => {
-                    let msg = err.to_string();
+                    // The failure with what failed underneath, for the log and the run's error.
+                    let msg = err.chain();
                     if err.is_retryable() && attempt < retry.max_attempts {
                         warn!(run = %run.id, step, attempt, error = %msg, "step failed; retrying");
                         telemetry::step_ran(&run.workflow, step, "retried", started.elapsed());

@@ -197,7 +197,9 @@ pub async fn turn(
                     // A refused key, an unknown model, a bad URL: no later attempt will do
                     // better, and a report written without the model would hide it. The
                     // step fails (it is not journaled) and the run reports why.
-                    Err(e) if is_setup_error(&e) => Err(StepError::permanent(e)),
+                    Err(e) if is_setup_error(&e) => {
+                        Err(StepError::permanent_because("the model cannot be used", e))
+                    }
                     // Too long a conversation: the caller may shorten it and ask again.
                     Err(e @ fathom_llm::LlmError::ContextExceeded { .. }) => Ok(Err(CallFailure {
                         message: e.to_string(),
