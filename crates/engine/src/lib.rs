@@ -71,6 +71,7 @@ mod error;
 mod event;
 mod executor;
 mod follow;
+mod graph;
 mod signal;
 pub mod store;
 mod telemetry;
@@ -84,6 +85,7 @@ pub use event::{
 };
 pub use executor::{Engine, EngineConfig, StartOptions, WorkerStopped};
 pub use follow::Follower;
+pub use graph::StepGraph;
 pub use signal::RunWatch;
 pub use telemetry::RunTracer;
 pub use workflow::{

@@ -752,6 +752,7 @@ async fn metadata_schemas_and_graph() {
             "route_query",
             "investigate_background",
             "draft_plan",
+            "replan",
             "await_approval",
             "run_web_research",
             "fetch_parse_sources",

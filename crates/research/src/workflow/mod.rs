@@ -171,7 +171,7 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
             with_deps(&deps, route::investigate_background),
         )
         .step_with("draft_plan", quick, with_deps(&deps, plan::draft_plan))
-        .step_with("draft_plan", quick, with_deps(&deps, plan::replan))
+        .step_with("replan", quick, with_deps(&deps, plan::replan))
         .step_with(
             "await_approval",
             quick,

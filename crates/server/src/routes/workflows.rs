@@ -182,49 +182,38 @@ pub async fn workflow_representation(
     PathParam(name): PathParam,
 ) -> ApiResult<Json<Value>> {
     let (_, wf) = workflow(&state, &name)?;
-    let mut nodes: Vec<Value> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut node = |id: &str, v: Value| {
-        if seen.insert(id.to_string()) {
-            nodes.push(v);
+    let graph = fathom_engine::StepGraph::of(wf.as_ref());
+    let steps = graph.step_names();
+    let mut nodes: Vec<Value> = steps
+        .iter()
+        .map(|step| {
+            json!({"id": step, "label": step, "node_type": "step", "title": step, "event_type": null})
+        })
+        .collect();
+    let mut seen_events = std::collections::HashSet::new();
+    for (ev, role) in &graph.events {
+        if seen_events.insert(*ev) {
+            nodes.push(json!({"id": ev, "label": ev, "node_type": "event",
+                   "title": ev, "event_type": ev, "event_role": role.as_str()}));
         }
-    };
-    let steps = wf.step_names();
-    for (step, _) in &steps {
-        node(
-            &format!("step:{step}"),
-            json!({"id": step, "label": step, "node_type": "step", "title": step, "event_type": null}),
-        );
     }
-    for ev in wf.events() {
-        node(
-            &format!("event:{}", ev.event_type),
-            json!({"id": ev.event_type, "label": ev.event_type, "node_type": "event",
-                   "title": ev.event_type, "event_type": ev.event_type, "event_role": ev.role.as_str()}),
-        );
-    }
-    let mut edges: Vec<Value> = steps
+    let mut edges: Vec<Value> = graph
+        .steps
         .iter()
         .map(|(step, accepts)| json!({"source": accepts, "target": step, "label": null}))
         .collect();
     edges.extend(
-        wf.emits()
+        graph
+            .emits
             .iter()
             .map(|(step, ev)| json!({"source": step, "target": ev, "label": null})),
     );
     Ok(Json(json!({"graph": {
         "name": name,
-        "description": format!("{} steps, started by {}", seen_steps(&steps), wf.start_type()),
+        "description": format!("{} steps, started by {}", steps.len(), graph.start),
         "nodes": nodes,
         "edges": edges,
     }})))
-}
-
-fn seen_steps(steps: &[(&str, &str)]) -> usize {
-    let mut names: Vec<&str> = steps.iter().map(|(s, _)| *s).collect();
-    names.sort();
-    names.dedup();
-    names.len()
 }
 
 /// JSON Schemas of every event type the workflow declares.
