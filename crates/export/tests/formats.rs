@@ -354,6 +354,62 @@ fn the_docx_has_the_parts_word_needs() {
     }
 }
 
+#[test]
+fn the_docx_keeps_markup_characters_as_text_and_leaves_out_control_characters() {
+    let md = "# A < b & \"c\" 'd'\n\nIf a < b && c > \"d\" then 'e' [1].\u{1}\n\n\
+              所有权 [链接](https://a.test/?a=1&b='2')\n\n## Sources\n\n\
+              1. Page — `https://e.test/?a=1&b=2`\n";
+    let docx = render(md, Format::Docx, "zh").unwrap();
+    let read = fathom_parse::docx::docx_to_markdown(&docx).expect("our DOCX reader reads it");
+    assert!(read.unread.is_empty(), "{:?}", read.unread);
+    let text = unescape(&read.markdown);
+    for s in [
+        "# A < b & \"c\" 'd'",
+        "If a < b && c > \"d\" then 'e' [1].",
+        "所有权",
+        "https://e.test/?a=1&b=2",
+    ] {
+        assert!(text.contains(s), "'{s}' missing: {text}");
+    }
+    // XML 1.0 allows no such character, and Word refuses a file that has one.
+    assert!(!text.contains('\u{1}'), "{text:?}");
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(docx)).unwrap();
+    for i in 0..zip.len() {
+        let mut file = zip.by_index(i).unwrap();
+        let name = file.name().unwrap().to_string();
+        let mut xml = String::new();
+        std::io::Read::read_to_string(&mut file, &mut xml).unwrap();
+        assert!(!xml.contains('\u{1}'), "{name}");
+        well_formed(&xml, &name);
+        if name == "word/_rels/document.xml.rels" {
+            let targets = attribute_values(&xml, "Target");
+            assert!(
+                targets.contains(&"https://a.test/?a=1&b='2'".to_string()),
+                "{targets:?}"
+            );
+        }
+    }
+}
+
+/// The values of the attributes named `name` in `xml`, unescaped.
+fn attribute_values(xml: &str, name: &str) -> Vec<String> {
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut values = Vec::new();
+    // Each pass reads one event; the input is finite.
+    loop {
+        match reader.read_event().unwrap() {
+            quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e) => {
+                if let Some(a) = e.try_get_attribute(name).unwrap() {
+                    let value = a.normalized_value(quick_xml::XmlVersion::Implicit1_0);
+                    values.push(value.unwrap().into_owned());
+                }
+            }
+            quick_xml::events::Event::Eof => return values,
+            _ => {}
+        }
+    }
+}
+
 /// Fails unless `xml` is well-formed XML.
 fn well_formed(xml: &str, name: &str) {
     let mut reader = quick_xml::Reader::from_str(xml);
