@@ -124,15 +124,19 @@ fn read_entry(
 fn element_text(xml: &[u8], name: &str) -> Option<String> {
     let mut reader = Reader::from_reader(xml);
     let mut inside = false;
+    let mut text = String::new();
     let mut buf = Vec::new();
     loop {
         match reader.read_event_into(&mut buf).ok()? {
             Event::Start(e) if e.local_name().into_inner() == name => inside = true,
-            Event::Text(t) if inside => {
-                let text = t.xml10_content().trim().to_string();
-                return (!text.is_empty()).then_some(text);
+            // The reader splits text at each entity ("A &lt; b" is three pieces): all of them
+            // up to the element's end are its text.
+            Event::Text(t) if inside => text.push_str(&t.xml10_content()),
+            Event::GeneralRef(r) if inside => text.extend(entity(&r)),
+            Event::End(e) if e.local_name().into_inner() == name => {
+                let text = text.trim();
+                return (!text.is_empty()).then(|| text.to_string());
             }
-            Event::End(e) if e.local_name().into_inner() == name => return None,
             Event::Eof => return None,
             _ => {}
         }
@@ -1076,6 +1080,14 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("Line one\nline two"), "{md}");
+    }
+
+    #[test]
+    fn a_title_with_escaped_characters_reads_whole() {
+        let body = r#"<w:p><w:r><w:t>Text.</w:t></w:r></w:p>"#;
+        let docx =
+            docx_to_markdown(&sample_docx("Rc &lt;T&gt; &amp; Arc &#8212; notes", body)).unwrap();
+        assert_eq!(docx.title.as_deref(), Some("Rc <T> & Arc \u{2014} notes"));
     }
 
     #[test]
