@@ -251,16 +251,11 @@ async fn fixture_cases() {
         ),
     ];
     for (path, is, text) in cases {
-        let started = std::time::Instant::now();
         let err = f.fetch(&url(path)).await.expect_err(path);
         assert!(is(&err), "{path}: {err:?}");
         assert!(
             err.to_string().contains(text),
             "{path}: '{err}' lacks '{text}'"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{path} took too long"
         );
     }
 

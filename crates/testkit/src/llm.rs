@@ -62,6 +62,8 @@ struct Shared {
     seen: Mutex<Vec<Seen>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Stream lines (`data: ...`) handed to the connection, over all requests.
+    lines_sent: AtomicUsize,
 }
 
 /// The running server. Dropping it leaves the server running until the test ends.
@@ -79,6 +81,7 @@ impl Server {
             seen: Mutex::new(Vec::new()),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            lines_sent: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
@@ -117,6 +120,12 @@ impl Server {
     /// Requests being answered now.
     pub fn in_flight(&self) -> usize {
         self.shared.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// How many streamed lines the server has handed to its connections: a client that stops
+    /// reading early closes the connection, and the rest are never sent.
+    pub fn lines_sent(&self) -> usize {
+        self.shared.lines_sent.load(Ordering::SeqCst)
     }
 
     /// The most requests that were being answered at one time.
@@ -250,6 +259,7 @@ fn render(reply: Reply, open: Answering) -> Response {
         futures_util::stream::unfold((lines.into_iter(), open), |(mut it, open)| async move {
             let (pause, data) = it.next()?;
             tokio::time::sleep(Duration::from_millis(pause)).await;
+            open.0.lines_sent.fetch_add(1, Ordering::SeqCst);
             Some((
                 Ok::<_, std::convert::Infallible>(format!("data: {data}\n\n")),
                 (it, open),
