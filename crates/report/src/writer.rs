@@ -693,7 +693,11 @@ pub fn draft_sections(
     draft_weighed(question, outline, &read, per_section)
 }
 
-/// [`draft_sections`] from documents already weighed (see [`Weighed`]).
+/// [`draft_sections`] from documents already weighed (see [`Weighed`]). In four phases: how
+/// much each sentence is about the question ([`about_scores`]); for each section, what it
+/// asks for ([`SectionAsk`]) and how well each sentence answers it ([`SectionAsk::relevance`]);
+/// the sentences picked, never one said before ([`Picker::pick`]); and their order
+/// ([`reading_order`]).
 pub fn draft_weighed(
     question: &str,
     outline: &[String],
@@ -708,26 +712,65 @@ pub fn draft_weighed(
         _ => Vec::new(),
     };
     let q_terms = question_terms(question);
-    let about: Vec<f64> = cands
-        .iter()
-        .map(|c| about_question(c, &bm25, &q_terms))
-        .collect();
-    // Where in the documents the question is answered: each part (the text under a heading,
-    // or a reference entry) scored as one passage, its title and its sentences together. A
-    // sentence there is worth more than one that shares a word from elsewhere.
-    let part_scores = score_parts(&cands, &bm25, &q_terms);
+    let about = about_scores(&cands, &bm25, &q_terms);
+    let floor = MIN_SHARE * about.iter().cloned().fold(0.0, f64::max);
+    let mut picker = Picker::new(cands.len());
+    let mut out = Vec::new();
+    for (nth, title) in outline.iter().enumerate() {
+        let ask = SectionAsk::of(nth, title, &q_terms, &sides, &bm25);
+        let rel: Vec<f64> = cands
+            .iter()
+            .zip(&about)
+            .map(|(c, &on_topic)| {
+                if on_topic <= 0.0 || on_topic < floor {
+                    0.0
+                } else {
+                    ask.relevance(c, on_topic, &form, &sides, &bm25)
+                }
+            })
+            .collect();
+        let chosen = picker.pick(&cands, &rel, per_section);
+        let quotes = reading_order(&cands, &rel, chosen)
+            .into_iter()
+            .map(|i| Quote {
+                text: cands[i].text.clone(),
+                source_url: docs[cands[i].doc].0.url.clone(),
+                source_title: docs[cands[i].doc].0.title.clone(),
+                page: cands[i].page,
+                also: Vec::new(),
+            })
+            .collect();
+        out.push((title.clone(), quotes));
+    }
+    out
+}
+
+/// Whether candidate `i` goes on about its predecessor's subject ("It avoids ..."), right
+/// after it in the same part.
+fn follows(cands: &[Placed], i: usize) -> bool {
+    i > 0
+        && cands[i - 1].part == cands[i].part
+        && cands[i - 1].pos + 1 == cands[i].pos
+        && continues(&cands[i].text)
+}
+
+/// How much each candidate is about the question: its words and heading
+/// ([`about_question`]), weighed by how well its part (the text under a heading, or a
+/// reference entry) answers the question as a whole; a part's opening sentences weigh more
+/// in the part that answers best; a sentence opening with a pronoun shares its
+/// predecessor's score.
+fn about_scores(cands: &[Placed], bm25: &Bm25, q_terms: &[String]) -> Vec<f64> {
+    let part_scores = score_parts(cands, bm25, q_terms);
     let best_part = part_scores
         .values()
         .copied()
         .fold(0.0, f64::max)
         .max(f64::EPSILON);
-    let about: Vec<f64> = cands
+    let mut about: Vec<f64> = cands
         .iter()
-        .zip(about)
-        .map(|(c, a)| {
+        .map(|c| {
+            let a = about_question(c, bm25, q_terms);
             let part = part_scores[&c.part] / best_part;
-            // A part's opening sentences say what it is about; in the part that answers the
-            // question, they are the answer's core.
             let lead = if c.pos < LEAD_SENTENCES {
                 1.0 + LEAD_BONUS * part
             } else {
@@ -736,30 +779,37 @@ pub fn draft_weighed(
             a * (PART_BASE + (1.0 - PART_BASE) * part) * lead
         })
         .collect();
-    let mut about = about;
-    // A sentence that opens with a pronoun ("It avoids ...", "They are written ...") goes on
-    // about what the sentence before it was about.
-    let follows = |i: usize| {
-        i > 0
-            && cands[i - 1].part == cands[i].part
-            && cands[i - 1].pos + 1 == cands[i].pos
-            && continues(&cands[i].text)
-    };
     for i in 1..cands.len() {
-        if follows(i) {
+        if follows(cands, i) {
             about[i] = about[i].max(CONTINUATION_SHARE * about[i - 1]);
         }
     }
-    let floor = MIN_SHARE * about.iter().cloned().fold(0.0, f64::max);
-    let mut used = vec![false; cands.len()];
-    // Every sentence quoted so far, in any section: the report never says a thing twice.
-    let mut quoted: Vec<usize> = Vec::new();
-    // Each candidate's greatest likeness to a sentence quoted, over the first `seen[i]` of
-    // `quoted`: brought up to date when it is next weighed, so each pair is compared once.
-    let mut likeness = vec![0.0f64; cands.len()];
-    let mut seen = vec![0usize; cands.len()];
-    let mut out = Vec::new();
-    for (nth, title) in outline.iter().enumerate() {
+    about
+}
+
+/// What one outline section asks for, read from its title beside the question.
+struct SectionAsk {
+    /// Terms the title cues beyond the question's ("pitfalls" → "error", "panic", ...).
+    cue_terms: Vec<String>,
+    /// The title's own words beyond the question's, generic titles' words left out.
+    own_title: Vec<String>,
+    /// What the section is about: one side of a comparison when its title names one, else
+    /// the question's subject.
+    focus: Vec<String>,
+    focus_is_side: bool,
+    /// The opening section, or one titled as an overview or definition: it says what the
+    /// subject is.
+    opening: bool,
+}
+
+impl SectionAsk {
+    fn of(
+        nth: usize,
+        title: &str,
+        q_terms: &[String],
+        sides: &[Vec<String>],
+        bm25: &Bm25,
+    ) -> SectionAsk {
         // A title of the planner's own in another language cues what its English one does.
         let title_terms = terms(crate::lang::in_english(title));
         let mut cue_terms: Vec<String> = title_terms
@@ -779,9 +829,6 @@ pub fn draft_weighed(
             .filter(|t| !q_terms.contains(t) && !GENERIC_TITLE_WORDS.contains(&t.as_str()))
             .cloned()
             .collect();
-        let cue_terms = unique(cue_terms);
-        // What this section is about: one side of a comparison when its title names one, else
-        // the question's subject.
         let side_focus = sides
             .iter()
             .find(|side| side.iter().all(|t| title_terms.contains(t)) && sides.len() == 2)
@@ -800,66 +847,103 @@ pub fn draft_weighed(
                 .cloned()
                 .collect(),
         };
+        let opening = nth == 0
+            || title_terms
+                .iter()
+                .any(|t| t.starts_with("overview") || t.starts_with("definit"));
+        SectionAsk {
+            cue_terms: unique(cue_terms),
+            own_title,
+            focus,
+            focus_is_side,
+            opening,
+        }
+    }
 
-        let rel: Vec<f64> = cands
+    /// How well sentence `c`, `on_topic` about the question, answers this section.
+    fn relevance(
+        &self,
+        c: &Placed,
+        on_topic: f64,
+        form: &Form,
+        sides: &[Vec<String>],
+        bm25: &Bm25,
+    ) -> f64 {
+        // A sentence under a heading that names what the section is for ("Ownership Rules"
+        // for "Rules and constraints") is where that section's matter stands.
+        let titled: f64 = self
+            .own_title
             .iter()
-            .zip(&about)
-            .map(|(c, &on_topic)| {
-                if on_topic <= 0.0 || on_topic < floor {
-                    return 0.0;
-                }
-                // A sentence under a heading that names what the section is for ("Ownership
-                // Rules" for "Rules and constraints") is where that section's matter stands.
-                let titled: f64 = own_title
-                    .iter()
-                    .filter(|t| c.heading_terms.contains(t))
-                    .map(|t| bm25.weight(t))
-                    .sum();
-                let r = on_topic + 0.5 * bm25.score(c, &cue_terms) + HEADING_WEIGHT * titled;
-                // Short exclamations and asides say little; full statements are preferred.
-                // (A list's items are short by nature: the list is the statement.)
-                let fullness = match c.list {
-                    Some(_) => 1.0,
-                    None => (c.terms.len() as f64 / 8.0).min(1.0),
-                };
-                // An overview of one side wants what is said of it, not the comparison.
-                let form_weight = if focus_is_side {
-                    1.0
-                } else {
-                    answers_form(c, &form, &sides)
-                };
-                // The opening section of any question says what the subject is.
-                let opening_section = nth == 0
-                    || title_terms
-                        .iter()
-                        .any(|t| t.starts_with("overview") || t.starts_with("definit"));
-                let defines = if opening_section && !focus_is_side {
-                    answers_form(c, &Form::Definition, &sides)
-                } else {
-                    1.0
-                };
-                let mut r = r * fullness * form_weight.max(defines);
-                // What the subject is, said in so many words, is what an opening wants first.
-                let wants_definition =
-                    opening_section || matches!(form, Form::Definition) || focus_is_side;
-                if wants_definition && defines_focus(c, &focus) {
-                    r *= DEFINITION_BONUS;
-                }
-                // A sentence whose subject is what the question (or, for one side of a
-                // comparison, the section) is about states something of it.
-                if c.opening.iter().any(|t| focus.contains(t)) {
-                    // One side of a comparison, stated on its own, is what its overview needs.
-                    r *= if focus_is_side { 1.8 } else { 1.3 };
-                }
-                if c.dangling {
-                    r *= 0.5;
-                }
-                if c.narration {
-                    r *= 0.6;
-                }
-                r
-            })
-            .collect();
+            .filter(|t| c.heading_terms.contains(t))
+            .map(|t| bm25.weight(t))
+            .sum();
+        let r = on_topic + 0.5 * bm25.score(c, &self.cue_terms) + HEADING_WEIGHT * titled;
+        // Short exclamations and asides say little; full statements are preferred. (A list's
+        // items are short by nature: the list is the statement.)
+        let fullness = match c.list {
+            Some(_) => 1.0,
+            None => (c.terms.len() as f64 / 8.0).min(1.0),
+        };
+        // An overview of one side wants what is said of it, not the comparison.
+        let form_weight = if self.focus_is_side {
+            1.0
+        } else {
+            answers_form(c, form, sides)
+        };
+        let defines = if self.opening && !self.focus_is_side {
+            answers_form(c, &Form::Definition, sides)
+        } else {
+            1.0
+        };
+        let mut r = r * fullness * form_weight.max(defines);
+        // What the subject is, said in so many words, is what an opening wants first.
+        let wants_definition =
+            self.opening || matches!(form, Form::Definition) || self.focus_is_side;
+        if wants_definition && defines_focus(c, &self.focus) {
+            r *= DEFINITION_BONUS;
+        }
+        // A sentence whose subject is what the question (or, for one side of a comparison,
+        // the section) is about states something of it.
+        if c.opening.iter().any(|t| self.focus.contains(t)) {
+            // One side of a comparison, stated on its own, is what its overview needs.
+            r *= if self.focus_is_side { 1.8 } else { 1.3 };
+        }
+        if c.dangling {
+            r *= 0.5;
+        }
+        if c.narration {
+            r *= 0.6;
+        }
+        r
+    }
+}
+
+/// What has been quoted so far, across sections: the report never says a thing twice.
+struct Picker {
+    used: Vec<bool>,
+    /// Every sentence quoted so far, in any section.
+    quoted: Vec<usize>,
+    /// Each candidate's greatest likeness to a sentence quoted, over the first `seen[i]` of
+    /// `quoted`: brought up to date when it is next weighed, so each pair is compared once.
+    likeness: Vec<f64>,
+    seen: Vec<usize>,
+}
+
+impl Picker {
+    fn new(n: usize) -> Picker {
+        Picker {
+            used: vec![false; n],
+            quoted: Vec::new(),
+            likeness: vec![0.0; n],
+            seen: vec![0; n],
+        }
+    }
+
+    /// Up to `per_section` sentences for one section by maximal marginal relevance: the most
+    /// relevant, less what it repeats of what was quoted. A list comes whole (its items count
+    /// towards the section's sentences; the last pick may run over by the rest of a list),
+    /// and a sentence that goes on about its predecessor's subject comes with it.
+    fn pick(&mut self, cands: &[Placed], rel: &[f64], per_section: usize) -> Vec<usize> {
         let max_rel = rel.iter().cloned().fold(0.0, f64::max);
         let mut chosen: Vec<usize> = Vec::new();
         let mut picks = 0;
@@ -868,15 +952,15 @@ pub fn draft_weighed(
             for (i, c) in cands.iter().enumerate() {
                 // A sentence that goes on from one quoted in another section would stand
                 // without what it refers to.
-                let orphan = follows(i) && used[i - 1] && !chosen.contains(&(i - 1));
-                if used[i] || rel[i] <= 0.0 || orphan {
+                let orphan = follows(cands, i) && self.used[i - 1] && !chosen.contains(&(i - 1));
+                if self.used[i] || rel[i] <= 0.0 || orphan {
                     continue;
                 }
-                for &j in &quoted[seen[i]..] {
-                    likeness[i] = likeness[i].max(cosine(c, &cands[j]));
+                for &j in &self.quoted[self.seen[i]..] {
+                    self.likeness[i] = self.likeness[i].max(cosine(c, &cands[j]));
                 }
-                seen[i] = quoted.len();
-                let redundancy = likeness[i];
+                self.seen[i] = self.quoted.len();
+                let redundancy = self.likeness[i];
                 if redundancy > NEAR_DUPLICATE {
                     continue;
                 }
@@ -886,55 +970,45 @@ pub fn draft_weighed(
                 }
             }
             let Some((i, _)) = best else { break };
-            // A list comes whole, in its order: its items mean little apart. Its items count
-            // towards the section's sentences (the last pick may run over by the rest of a list).
-            // A sentence that goes on about its predecessor's subject comes after it.
             let members: Vec<usize> = match cands[i].list {
                 Some(l) => (0..cands.len())
-                    .filter(|&j| cands[j].list == Some(l) && !used[j])
+                    .filter(|&j| cands[j].list == Some(l) && !self.used[j])
                     .collect(),
-                None if follows(i) && !used[i - 1] => vec![i - 1, i],
+                None if follows(cands, i) && !self.used[i - 1] => vec![i - 1, i],
                 None => vec![i],
             };
             picks += members.len();
             for j in members {
-                used[j] = true;
+                self.used[j] = true;
                 chosen.push(j);
-                quoted.push(j);
+                self.quoted.push(j);
             }
         }
-        // The section opens with its best answer; the rest follow in document order, so
-        // quotes from one source (and a list's items) stay in their own sequence.
-        let lead = chosen
-            .iter()
-            .copied()
-            .filter(|&i| cands[i].list.is_none() && !follows(i))
-            .max_by(|&a, &b| rel[a].total_cmp(&rel[b]).then(b.cmp(&a)));
-        chosen.sort();
-        if let Some(lead) = lead {
-            // The lead moves up with the sentences that go on from it.
-            let at = chosen.iter().position(|&i| i == lead).unwrap_or(0);
-            let run = 1 + chosen[at + 1..]
-                .iter()
-                .zip(lead + 1..)
-                .take_while(|&(&j, next)| j == next && follows(j))
-                .count();
-            let moved: Vec<usize> = chosen.drain(at..at + run).collect();
-            chosen.splice(0..0, moved);
-        }
-        let quotes = chosen
-            .into_iter()
-            .map(|i| Quote {
-                text: cands[i].text.clone(),
-                source_url: docs[cands[i].doc].0.url.clone(),
-                source_title: docs[cands[i].doc].0.title.clone(),
-                page: cands[i].page,
-                also: Vec::new(),
-            })
-            .collect();
-        out.push((title.clone(), quotes));
+        chosen
     }
-    out
+}
+
+/// A section's sentences as they are read: its best answer first (with the sentences that go
+/// on from it), the rest in document order, so quotes from one source (and a list's items)
+/// stay in their own sequence.
+fn reading_order(cands: &[Placed], rel: &[f64], mut chosen: Vec<usize>) -> Vec<usize> {
+    let lead = chosen
+        .iter()
+        .copied()
+        .filter(|&i| cands[i].list.is_none() && !follows(cands, i))
+        .max_by(|&a, &b| rel[a].total_cmp(&rel[b]).then(b.cmp(&a)));
+    chosen.sort();
+    if let Some(lead) = lead {
+        let at = chosen.iter().position(|&i| i == lead).unwrap_or(0);
+        let run = 1 + chosen[at + 1..]
+            .iter()
+            .zip(lead + 1..)
+            .take_while(|&(&j, next)| j == next && follows(cands, j))
+            .count();
+        let moved: Vec<usize> = chosen.drain(at..at + run).collect();
+        chosen.splice(0..0, moved);
+    }
+    chosen
 }
 
 /// How much a sentence is about the question: its own words, and (less) the heading it stands
