@@ -712,6 +712,10 @@ pub fn draft_weighed(
         _ => Vec::new(),
     };
     let q_terms = question_terms(question);
+    let titles: Vec<&str> = docs.iter().map(|(d, _)| d.title.as_str()).collect();
+    if !holds_the_matter(&cands, &titles, &q_terms) {
+        return outline.iter().map(|t| (t.clone(), Vec::new())).collect();
+    }
     let about = about_scores(&cands, &bm25, &q_terms);
     let floor = MIN_SHARE * about.iter().cloned().fold(0.0, f64::max);
     let mut picker = Picker::new(cands.len());
@@ -743,6 +747,39 @@ pub fn draft_weighed(
         out.push((title.clone(), quotes));
     }
     out
+}
+
+/// Whether the sources hold what a question asked in another script is about. A question
+/// whose own terms are all written in a script the documents do not use ("Rust 如何防止
+/// 线程之间的数据竞争？" over an English book), beside the name every document read bears
+/// ("rust" in each page of a book about Rust), shares only that name with the
+/// sources: quoting what holds it would answer another question, so the report says instead
+/// that nothing covered it. A question with a term in the sources' script ("Rust 的所有权
+/// (ownership) 是什么？") is answered from what that term finds.
+fn holds_the_matter(cands: &[Placed], titles: &[&str], q_terms: &[String]) -> bool {
+    let title_terms: Vec<Vec<String>> = titles.iter().map(|t| terms(t)).collect();
+    // In how many documents a term stands (candidates come document by document).
+    let docs_holding = |t: &String| {
+        let mut seen: Vec<usize> = cands
+            .iter()
+            .filter(|c| c.tf.contains_key(t) || c.heading_terms.contains(t))
+            .map(|c| c.doc)
+            .collect();
+        seen.dedup();
+        seen.len()
+    };
+    let names_the_sources = |t: &String| {
+        titles.len() >= 2
+            && (title_terms.iter().all(|tt| tt.contains(t)) || docs_holding(t) == titles.len())
+    };
+    let foreign = |t: &String| t.chars().any(|c| c.is_alphabetic() && c > '\u{024F}');
+    let held = |t: &String| {
+        cands
+            .iter()
+            .any(|c| c.tf.contains_key(t) || c.heading_terms.contains(t))
+    };
+    let matter: Vec<&String> = q_terms.iter().filter(|t| !names_the_sources(t)).collect();
+    matter.is_empty() || matter.iter().any(|t| !foreign(t) || held(t))
 }
 
 /// Whether candidate `i` goes on about its predecessor's subject ("It avoids ..."), right
@@ -1052,6 +1089,10 @@ pub fn draft_answer(
     let cands = candidates(&docs.iter().map(|(_, w)| *w).collect::<Vec<_>>());
     let bm25 = Bm25::new(&cands);
     let q_terms = question_terms(question);
+    let titles: Vec<&str> = docs.iter().map(|(d, _)| d.title.as_str()).collect();
+    if !holds_the_matter(&cands, &titles, &q_terms) {
+        return Vec::new();
+    }
     let mut ranked: Vec<(usize, f64)> = score_parts(&cands, &bm25, &q_terms)
         .into_iter()
         .filter(|(_, score)| *score > 0.0)

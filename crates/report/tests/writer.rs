@@ -182,3 +182,50 @@ fn a_lead_in_that_states_something_is_quoted_as_a_statement() {
         ]
     );
 }
+
+/// A question whose own words are all in a script the sources do not use, beside the name
+/// every source bears, gets no quotes (the report says nothing covered it) rather than
+/// sentences that share only that name; a word of the sources' own language in it is enough
+/// to find its matter.
+#[test]
+fn a_question_in_another_script_is_not_answered_with_what_shares_only_the_sources_name() {
+    let docs = vec![
+        doc(
+            "a",
+            &[
+                "Rust checks ownership at compile time, so a moved value cannot be used again by the old variable.",
+                "Rust programs manage memory through a set of ownership rules checked by the compiler.",
+            ],
+        ),
+        doc(
+            "b",
+            &[
+                "Rust prevents data races by refusing to compile code that shares mutable state between threads unsafely.",
+            ],
+        ),
+    ];
+    let outline = ["概述".to_string(), "示例".to_string()];
+    let sections = draft_sections("Rust 如何防止线程之间的数据竞争？", &outline, &docs, 3);
+    assert_eq!(sections.len(), 2);
+    assert!(
+        sections.iter().all(|(_, quotes)| quotes.is_empty()),
+        "{sections:?}"
+    );
+    assert!(draft_answer_quotes("Rust 如何防止线程之间的数据竞争？", &docs).is_empty());
+
+    let sections = draft_sections("Rust 如何防止 data races？", &outline, &docs, 3);
+    let quoted: Vec<&str> = sections
+        .iter()
+        .flat_map(|(_, q)| q.iter().map(|q| q.text.as_str()))
+        .collect();
+    assert!(
+        quoted.iter().any(|t| t.contains("prevents data races")),
+        "{quoted:?}"
+    );
+}
+
+fn draft_answer_quotes(question: &str, docs: &[ParsedDoc]) -> Vec<Quote> {
+    let weighed: Vec<Weighed> = docs.iter().map(Weighed::of).collect();
+    let read: Vec<(&ParsedDoc, &Weighed)> = docs.iter().zip(&weighed).collect();
+    draft_answer(question, &read, 3)
+}
