@@ -2,6 +2,8 @@
 //! committed together, until the run ends, parks at a wait or the lease is lost.
 
 use super::*;
+use crate::context::StepEffects;
+use crate::workflow::RetryPolicy;
 
 /// How a driver stopped driving a run.
 #[derive(Debug, Clone, Copy)]
@@ -180,314 +182,33 @@ impl Engine {
     async fn drive_steps(
         self: &Arc<Self>,
         wf: &Arc<dyn ErasedWorkflow>,
-        mut run: RunRecord,
-        mut inbox: Inbox,
-        mut known_mail: Option<KnownMail>,
+        run: RunRecord,
+        inbox: Inbox,
+        known_mail: Option<KnownMail>,
         lease: &Lease,
         lost: watch::Receiver<bool>,
     ) -> Result<LetGo, StoreError> {
         let deadline = run
             .deadline_at
             .map(|at| Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64));
-        let mut draining = self.draining.subscribe();
-        let mut chain: Option<Chain> = None;
-        // A step cut off by its time limit may have stored a journaled call's events that
-        // it never told: from then on, what this driver tells is a raise, not a touch.
-        let mut cut_off = false;
+        let mut held = HeldRun {
+            engine: self,
+            wf,
+            lease,
+            lost,
+            draining: self.draining.subscribe(),
+            deadline,
+            run,
+            inbox,
+            known_mail,
+            chain: None,
+            cut_off: false,
+        };
         loop {
-            if *lost.borrow() {
-                return Ok(LetGo::GONE);
-            }
-            if *draining.borrow_and_update() {
-                debug!(run = %run.id, "shutting down; letting the run go");
-                if let Some(c) = chain.take() {
-                    self.commit_chain(lease, &mut run, &mut inbox, c, None)
-                        .await?;
-                }
-                return Ok(LetGo {
-                    release: true,
-                    told: !cut_off,
-                });
-            }
-            if run.status != RunStatus::Running {
-                return Ok(LetGo {
-                    release: true,
-                    told: !cut_off,
-                });
-            }
-            let pending = match &chain {
-                // The event the last step sent, not stored: it has no id.
-                Some(c) => PendingEvent {
-                    id: 0,
-                    event_type: c.next.0.clone(),
-                    payload: c.next.1.clone(),
-                    attempts: 0,
-                },
-                None => match inbox.next(self.store.as_ref(), &run.id).await? {
-                    Some(pending) => pending,
-                    None => {
-                        self.fail_run(
-                            lease,
-                            &run,
-                            "workflow",
-                            "no step sent an event or stopped the run",
-                            1,
-                            0.0,
-                        )
-                        .await?;
-                        return Ok(LetGo::GONE);
-                    }
-                },
-            };
-            let Some((step, step_timeout, retry)) = wf.step_for(&pending.event_type) else {
-                let msg = format!("no step accepts {}", pending.event_type);
-                self.fail_run(lease, &run, "workflow", &msg, 1, 0.0).await?;
-                return Ok(LetGo::GONE);
-            };
-            if let Some(d) = deadline
-                && Instant::now() >= d
-            {
-                if let Some(c) = chain.take() {
-                    self.commit_chain(lease, &mut run, &mut inbox, c, None)
-                        .await?;
-                }
-                self.time_out(lease, &run, step).await?;
-                return Ok(LetGo::GONE);
-            }
-            let ahead = chain.is_some();
-            if ahead {
-                // Kept out of chains until it is simply done: if it panics, the steps run
-                // before it would be lost with it at every try; not chained, they commit.
-                self.lock_not_chained().insert((run.workflow.clone(), step));
-            }
-            let attempt = pending.attempts as u32 + 1;
-            let parts = CtxParts {
-                store: self.store.clone(),
-                lease: lease.clone(),
-                workflow: run.workflow.clone(),
-                step,
-                scope: pending.id,
-                attempt,
-                deadline,
-                journal_empty: ahead || inbox.first_run(pending.id),
-                signals: self.signals.clone(),
-                known_mail: known_mail.clone(),
-                ahead_of_commit: ahead,
-                mail_taken_ahead: chain
-                    .as_ref()
-                    .is_some_and(|c| !c.commit.mailbox_consumed.is_empty()),
-            };
-            // The message that woke the run is for the step it woke only; an empty mailbox
-            // stays known empty (a delivery since moves its counter, and a park sees that).
-            if matches!(known_mail, Some(KnownMail::Woke { .. })) {
-                known_mail = None;
-            }
-            let mut limit = match deadline {
-                Some(d) => step_timeout.min(d.saturating_duration_since(Instant::now())),
-                None => step_timeout,
-            };
-            // A step run ahead of the commit before it holds back that commit's events: it
-            // has until the chain's wait is over.
-            if let Some(c) = &chain {
-                limit = limit.min(self.config.chain_wait.saturating_sub(c.since.elapsed()));
-            }
-            let started = Instant::now();
-            let started_at = now_ms();
-            let span = tracing::info_span!("step", otel.name = step, run_id = %run.id,
-                workflow = %run.workflow, step, attempt);
-            if let Some(tracer) = &self.config.tracer {
-                tracer.adopt(&span, &run.id);
-            }
-            debug!(parent: &span, "step start");
-            let fut = wf
-                .run_step(
-                    parts,
-                    &pending.event_type,
-                    pending.payload.clone(),
-                    run.state.clone(),
-                )
-                .instrument(span);
-            let mut lost_wait = lost.clone();
-            let outcome = tokio::select! {
-                r = tokio::time::timeout(limit, fut) => r,
-                _ = lost_wait.wait_for(|l| *l) => return Ok(LetGo::GONE),
-            };
-            let simply_done =
-                matches!(&outcome, Ok((Ok(()), e)) if e.error.is_none() && !e.ran_ahead);
-            if ahead && simply_done {
-                self.lock_not_chained()
-                    .remove(&(run.workflow.clone(), step));
-            }
-            if let Some(c) = chain.take_if(|_| !simply_done) {
-                // Run ahead and not simply done (it needs its event stored, waits, took too
-                // long, or failed): what ran before it is committed with its event, and it
-                // runs again on the stored event, as after a crash. A step that needed its
-                // event or ran out of time is not run ahead again in this process.
-                let not_for_chains = match &outcome {
-                    Ok((Err(StepError::RanAhead), _)) => true,
-                    Ok((_, effects)) => effects.ran_ahead,
-                    Err(_) => true,
-                };
-                if !not_for_chains {
-                    self.lock_not_chained()
-                        .remove(&(run.workflow.clone(), step));
-                }
-                // A step that waits parks the run in the same commit (unless mail arrived
-                // since it looked): it runs again when woken, as it would have anyway.
-                let park = match &outcome {
-                    Ok((
-                        Err(StepError::Suspend {
-                            event_type,
-                            mailbox_seq,
-                        }),
-                        effects,
-                    )) if !effects.ran_ahead => Some((event_type.clone(), *mailbox_seq)),
-                    _ => None,
-                };
-                let parking = park.clone();
-                if self
-                    .commit_chain(lease, &mut run, &mut inbox, c, park)
-                    .await?
-                {
-                    let event_type = parking.map(|(t, _)| t).unwrap_or_default();
-                    debug!(run = %run.id, step, %event_type, "parked");
-                    telemetry::step_ran(&run.workflow, step, "parked", started.elapsed());
-                    // Its news said so.
-                    return Ok(LetGo {
-                        release: false,
-                        told: !cut_off,
-                    });
-                }
-                if parking.is_some() {
-                    // Mail arrived: the step runs again and looks.
-                    known_mail = None;
-                }
-                continue;
-            }
-            let (result, effects) = match outcome {
-                Ok(pair) => pair,
-                Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
-                    self.time_out(lease, &run, step).await?;
-                    return Ok(LetGo::GONE);
-                }
-                Err(_) => {
-                    cut_off = true;
-                    (
-                        Err(StepError::failed(format!(
-                            "step timed out after {:.1}s",
-                            limit.as_secs_f64()
-                        ))),
-                        Default::default(),
-                    )
-                }
-            };
-            let result = match (result, &effects.error) {
-                (Ok(()), Some(e)) => Err(StepError::failed(e)),
-                (r, _) => r,
-            };
-            match result {
-                Ok(()) => {
-                    let outcome = match effects.stop.clone() {
-                        Some(env) => StepOutcome::Completed(env),
-                        None => StepOutcome::Continue,
-                    };
-                    let done = !matches!(outcome, StepOutcome::Continue);
-                    let commit = StepCommit {
-                        consumed: Some(pending.id),
-                        step: step.to_string(),
-                        attempt: attempt as i64,
-                        started_at,
-                        state: effects.state,
-                        stream: effects.stream,
-                        sent: effects.sent,
-                        mailbox_consumed: effects.mailbox_consumed,
-                        outcome,
-                        chained: Vec::new(),
-                        park: None,
-                    };
-                    crate::context::crash_point(step, "commit").await;
-                    let mut c = match chain.take() {
-                        Some(c) => c.then(commit, step, started),
-                        None => Chain::first(commit, step, started),
-                    };
-                    if !done && self.may_run_ahead(wf, &run.workflow, &c, &inbox, deadline) {
-                        // The next step takes the one event sent, before it is stored.
-                        if let Some(state) = &c.commit.state {
-                            run.state = state.clone();
-                        }
-                        c.next = c.commit.sent.pop().unwrap_or_default();
-                        chain = Some(c);
-                        continue;
-                    }
-                    if self.commit_steps(lease, &mut run, &mut inbox, c).await? {
-                        return Ok(LetGo {
-                            release: false,
-                            told: !cut_off,
-                        });
-                    }
-                }
-                Err(StepError::RanAhead) => {
-                    // Only a step run ahead of its event's commit ends so; handled above.
-                    return Err(StoreError::Backend(format!(
-                        "step {step} ran ahead of a commit that was not pending"
-                    )));
-                }
-                Err(StepError::Suspend {
-                    event_type,
-                    mailbox_seq,
-                }) => match self.store.suspend(lease, &event_type, mailbox_seq).await? {
-                    SuspendOutcome::Suspended => {
-                        debug!(run = %run.id, step, %event_type, "parked");
-                        telemetry::step_ran(&run.workflow, step, "parked", started.elapsed());
-                        // A park stores no event: only the record changed.
-                        if cut_off {
-                            self.notify(&run.id);
-                        } else {
-                            self.signals.touch(&run.id);
-                        }
-                        return Ok(LetGo {
-                            release: false,
-                            told: true,
-                        });
-                    }
-                    SuspendOutcome::MailArrived => {
-                        known_mail = None;
-                        continue;
-                    }
-                },
-                Err(StepError::LeaseLost) => return Ok(LetGo::GONE),
-                Err(StepError::Store(StoreError::Unavailable(e))) => {
-                    return Err(StoreError::Unavailable(e));
-                }
-                Err(
-                    err @ (StepError::Failed { .. }
-                    | StepError::Store(_)
-                    | StepError::Permanent { .. }),
-                ) => {
-                    // The failure with what failed underneath, for the log and the run's error.
-                    let msg = err.chain();
-                    if err.is_retryable() && attempt < retry.max_attempts {
-                        warn!(run = %run.id, step, attempt, error = %msg, "step failed; retrying");
-                        telemetry::step_ran(&run.workflow, step, "retried", started.elapsed());
-                        self.store
-                            .record_attempt_failure(lease, pending.id, &msg)
-                            .await?;
-                        inbox.failed(pending.id);
-                        let mut lost_wait = lost.clone();
-                        tokio::select! {
-                            _ = tokio::time::sleep(retry.backoff(attempt + 1)) => {}
-                            _ = lost_wait.wait_for(|l| *l) => return Ok(LetGo::GONE),
-                            _ = draining.wait_for(|d| *d) => return Ok(LetGo::UNTOLD),
-                        }
-                    } else {
-                        warn!(run = %run.id, step, attempt, error = %msg, "step failed; run failed");
-                        telemetry::step_ran(&run.workflow, step, "failed", started.elapsed());
-                        let elapsed = started.elapsed().as_secs_f64();
-                        self.fail_run(lease, &run, step, &msg, attempt, elapsed)
-                            .await?;
-                        return Ok(LetGo::GONE);
-                    }
-                }
+            match held.one_step().await {
+                Ok(()) => {}
+                Err(Stop::LetGo(let_go)) => return Ok(let_go),
+                Err(Stop::Failed(e)) => return Err(e),
             }
         }
     }
@@ -746,6 +467,507 @@ impl Engine {
         self.store.commit_step(lease, &commit).await?;
         self.notify(&run.id);
         Ok(())
+    }
+}
+
+/// Why a driver stops driving a run, as a phase of a step decided: it lets go of the run
+/// so, or a store call failed (`?` on a store call stops with its error).
+enum Stop {
+    LetGo(LetGo),
+    Failed(StoreError),
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Stop {
+        Stop::Failed(e)
+    }
+}
+
+/// A claimed run as its driver holds it between steps: its state and step inbox as known
+/// under the lease, the steps run ahead of their commit, and what ends the driving.
+struct HeldRun<'a> {
+    engine: &'a Engine,
+    wf: &'a Arc<dyn ErasedWorkflow>,
+    lease: &'a Lease,
+    lost: watch::Receiver<bool>,
+    draining: watch::Receiver<bool>,
+    deadline: Option<Instant>,
+    run: RunRecord,
+    inbox: Inbox,
+    known_mail: Option<KnownMail>,
+    chain: Option<Chain>,
+    /// A step cut off by its time limit may have stored a journaled call's events that
+    /// it never told: from then on, what this driver tells is a raise, not a touch.
+    cut_off: bool,
+}
+
+/// The step to run next, and the event it runs on.
+struct NextStep {
+    pending: PendingEvent,
+    step: &'static str,
+    timeout: Duration,
+    retry: RetryPolicy,
+}
+
+/// One try of a step: its attempt number, when it started, and the time it was given.
+struct Try {
+    attempt: u32,
+    started: Instant,
+    started_at: i64,
+    limit: Duration,
+}
+
+/// What a step's future gave back, unless it ran out of time.
+type StepRun = Result<(Result<(), StepError>, StepEffects), tokio::time::error::Elapsed>;
+
+/// Whether a step simply did its work: no error, and nothing refused it for running ahead
+/// of its event's commit.
+fn simply_done(outcome: &StepRun) -> bool {
+    matches!(outcome, Ok((Ok(()), e)) if e.error.is_none() && !e.ran_ahead)
+}
+
+impl HeldRun<'_> {
+    /// One pass of the driver, phase by phase: the next step is run, and what it did is
+    /// committed, run ahead of its commit, parked, retried or failed; any phase may stop.
+    async fn one_step(&mut self) -> Result<(), Stop> {
+        self.still_driving().await?;
+        let next = self.next_step().await?;
+        let (tried, outcome) = self.run_step(&next).await?;
+        if let Some(c) = self.chain.take_if(|_| !simply_done(&outcome)) {
+            return self
+                .commit_before_rerun(c, next.step, &tried, &outcome)
+                .await;
+        }
+        let (result, effects) = self.result_of(next.step, &tried, outcome).await?;
+        self.settle(&next, &tried, result, effects).await
+    }
+
+    /// The lease is still held, to be released; this process's readers heard everything
+    /// unless a step was cut off.
+    fn to_release(&self) -> LetGo {
+        LetGo {
+            release: true,
+            told: !self.cut_off,
+        }
+    }
+
+    /// The lease went with the run's last commit (it ended or parked), whose news told this
+    /// process's readers, unless a step was cut off.
+    fn let_go_in_commit(&self) -> LetGo {
+        LetGo {
+            release: false,
+            told: !self.cut_off,
+        }
+    }
+
+    /// Stops when the lease is lost, the process is shutting down (committing the steps run
+    /// ahead first) or the run no longer runs.
+    async fn still_driving(&mut self) -> Result<(), Stop> {
+        if *self.lost.borrow() {
+            return Err(Stop::LetGo(LetGo::GONE));
+        }
+        if *self.draining.borrow_and_update() {
+            debug!(run = %self.run.id, "shutting down; letting the run go");
+            if let Some(c) = self.chain.take() {
+                self.engine
+                    .commit_chain(self.lease, &mut self.run, &mut self.inbox, c, None)
+                    .await?;
+            }
+            return Err(Stop::LetGo(self.to_release()));
+        }
+        if self.run.status != RunStatus::Running {
+            return Err(Stop::LetGo(self.to_release()));
+        }
+        Ok(())
+    }
+
+    /// Finds the next event and the step that takes it, failing the run when there is none
+    /// and timing it out (the steps run ahead committed first) when its deadline has passed.
+    async fn next_step(&mut self) -> Result<NextStep, Stop> {
+        let (engine, lease) = (self.engine, self.lease);
+        let pending = match &self.chain {
+            // The event the last step sent, not stored: it has no id.
+            Some(c) => PendingEvent {
+                id: 0,
+                event_type: c.next.0.clone(),
+                payload: c.next.1.clone(),
+                attempts: 0,
+            },
+            None => match self.inbox.next(engine.store.as_ref(), &self.run.id).await? {
+                Some(pending) => pending,
+                None => {
+                    engine
+                        .fail_run(
+                            lease,
+                            &self.run,
+                            "workflow",
+                            "no step sent an event or stopped the run",
+                            1,
+                            0.0,
+                        )
+                        .await?;
+                    return Err(Stop::LetGo(LetGo::GONE));
+                }
+            },
+        };
+        let Some((step, timeout, retry)) = self.wf.step_for(&pending.event_type) else {
+            let msg = format!("no step accepts {}", pending.event_type);
+            engine
+                .fail_run(lease, &self.run, "workflow", &msg, 1, 0.0)
+                .await?;
+            return Err(Stop::LetGo(LetGo::GONE));
+        };
+        if let Some(d) = self.deadline
+            && Instant::now() >= d
+        {
+            if let Some(c) = self.chain.take() {
+                engine
+                    .commit_chain(lease, &mut self.run, &mut self.inbox, c, None)
+                    .await?;
+            }
+            engine.time_out(lease, &self.run, step).await?;
+            return Err(Stop::LetGo(LetGo::GONE));
+        }
+        Ok(NextStep {
+            pending,
+            step,
+            timeout,
+            retry,
+        })
+    }
+
+    /// Runs the step on its event within its time limit, abandoning it if the lease is lost.
+    async fn run_step(&mut self, next: &NextStep) -> Result<(Try, StepRun), Stop> {
+        let engine = self.engine;
+        let (run, pending, step) = (&self.run, &next.pending, next.step);
+        let ahead = self.chain.is_some();
+        if ahead {
+            // Kept out of chains until it is simply done: if it panics, the steps run
+            // before it would be lost with it at every try; not chained, they commit.
+            engine
+                .lock_not_chained()
+                .insert((run.workflow.clone(), step));
+        }
+        let attempt = pending.attempts as u32 + 1;
+        let parts = CtxParts {
+            store: engine.store.clone(),
+            lease: self.lease.clone(),
+            workflow: run.workflow.clone(),
+            step,
+            scope: pending.id,
+            attempt,
+            deadline: self.deadline,
+            journal_empty: ahead || self.inbox.first_run(pending.id),
+            signals: engine.signals.clone(),
+            known_mail: self.known_mail.clone(),
+            ahead_of_commit: ahead,
+            mail_taken_ahead: self
+                .chain
+                .as_ref()
+                .is_some_and(|c| !c.commit.mailbox_consumed.is_empty()),
+        };
+        // The message that woke the run is for the step it woke only; an empty mailbox
+        // stays known empty (a delivery since moves its counter, and a park sees that).
+        if matches!(self.known_mail, Some(KnownMail::Woke { .. })) {
+            self.known_mail = None;
+        }
+        let mut limit = match self.deadline {
+            Some(d) => next
+                .timeout
+                .min(d.saturating_duration_since(Instant::now())),
+            None => next.timeout,
+        };
+        // A step run ahead of the commit before it holds back that commit's events: it
+        // has until the chain's wait is over.
+        if let Some(c) = &self.chain {
+            limit = limit.min(engine.config.chain_wait.saturating_sub(c.since.elapsed()));
+        }
+        let started = Instant::now();
+        let started_at = now_ms();
+        let span = tracing::info_span!("step", otel.name = step, run_id = %run.id,
+            workflow = %run.workflow, step, attempt);
+        if let Some(tracer) = &engine.config.tracer {
+            tracer.adopt(&span, &run.id);
+        }
+        debug!(parent: &span, "step start");
+        let fut = self
+            .wf
+            .run_step(
+                parts,
+                &pending.event_type,
+                pending.payload.clone(),
+                run.state.clone(),
+            )
+            .instrument(span);
+        let mut lost_wait = self.lost.clone();
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(limit, fut) => r,
+            _ = lost_wait.wait_for(|l| *l) => return Err(Stop::LetGo(LetGo::GONE)),
+        };
+        if ahead && simply_done(&outcome) {
+            engine
+                .lock_not_chained()
+                .remove(&(run.workflow.clone(), step));
+        }
+        let tried = Try {
+            attempt,
+            started,
+            started_at,
+            limit,
+        };
+        Ok((tried, outcome))
+    }
+
+    /// Commits the steps run ahead of a step that was not simply done, with its event, so
+    /// that it runs again on the stored event; parks the run in the same commit if it waits.
+    async fn commit_before_rerun(
+        &mut self,
+        c: Chain,
+        step: &'static str,
+        tried: &Try,
+        outcome: &StepRun,
+    ) -> Result<(), Stop> {
+        // Run ahead and not simply done (it needs its event stored, waits, took too
+        // long, or failed): what ran before it is committed with its event, and it
+        // runs again on the stored event, as after a crash. A step that needed its
+        // event or ran out of time is not run ahead again in this process.
+        let not_for_chains = match outcome {
+            Ok((Err(StepError::RanAhead), _)) => true,
+            Ok((_, effects)) => effects.ran_ahead,
+            Err(_) => true,
+        };
+        if !not_for_chains {
+            self.engine
+                .lock_not_chained()
+                .remove(&(self.run.workflow.clone(), step));
+        }
+        // A step that waits parks the run in the same commit (unless mail arrived
+        // since it looked): it runs again when woken, as it would have anyway.
+        let park = match outcome {
+            Ok((
+                Err(StepError::Suspend {
+                    event_type,
+                    mailbox_seq,
+                }),
+                effects,
+            )) if !effects.ran_ahead => Some((event_type.clone(), *mailbox_seq)),
+            _ => None,
+        };
+        let parking = park.clone();
+        if self
+            .engine
+            .commit_chain(self.lease, &mut self.run, &mut self.inbox, c, park)
+            .await?
+        {
+            let event_type = parking.map(|(t, _)| t).unwrap_or_default();
+            debug!(run = %self.run.id, step, %event_type, "parked");
+            telemetry::step_ran(&self.run.workflow, step, "parked", tried.started.elapsed());
+            // Its news said so.
+            return Err(Stop::LetGo(self.let_go_in_commit()));
+        }
+        if parking.is_some() {
+            // Mail arrived: the step runs again and looks.
+            self.known_mail = None;
+        }
+        Ok(())
+    }
+
+    /// What the step did, as a result and its effects: a step out of time failed (and is cut
+    /// off), unless the run's deadline passed, which times the run out.
+    async fn result_of(
+        &mut self,
+        step: &'static str,
+        tried: &Try,
+        outcome: StepRun,
+    ) -> Result<(Result<(), StepError>, StepEffects), Stop> {
+        let (result, effects) = match outcome {
+            Ok(pair) => pair,
+            Err(_) if self.deadline.is_some_and(|d| Instant::now() >= d) => {
+                self.engine.time_out(self.lease, &self.run, step).await?;
+                return Err(Stop::LetGo(LetGo::GONE));
+            }
+            Err(_) => {
+                self.cut_off = true;
+                (
+                    Err(StepError::failed(format!(
+                        "step timed out after {:.1}s",
+                        tried.limit.as_secs_f64()
+                    ))),
+                    Default::default(),
+                )
+            }
+        };
+        let result = match (result, &effects.error) {
+            (Ok(()), Some(e)) => Err(StepError::failed(e)),
+            (r, _) => r,
+        };
+        Ok((result, effects))
+    }
+
+    /// Acts on the step's result: commits what it did (or lets the next step run ahead of
+    /// the commit), parks the run where it waits, or retries the step or fails the run.
+    async fn settle(
+        &mut self,
+        next: &NextStep,
+        tried: &Try,
+        result: Result<(), StepError>,
+        effects: StepEffects,
+    ) -> Result<(), Stop> {
+        let step = next.step;
+        match result {
+            Ok(()) => self.commit_or_run_ahead(next, tried, effects).await,
+            Err(StepError::RanAhead) => {
+                // Only a step run ahead of its event's commit ends so; handled above.
+                Err(Stop::Failed(StoreError::Backend(format!(
+                    "step {step} ran ahead of a commit that was not pending"
+                ))))
+            }
+            Err(StepError::Suspend {
+                event_type,
+                mailbox_seq,
+            }) => self.park(step, tried, event_type, mailbox_seq).await,
+            Err(StepError::LeaseLost) => Err(Stop::LetGo(LetGo::GONE)),
+            Err(StepError::Store(StoreError::Unavailable(e))) => {
+                Err(Stop::Failed(StoreError::Unavailable(e)))
+            }
+            Err(
+                err
+                @ (StepError::Failed { .. } | StepError::Store(_) | StepError::Permanent { .. }),
+            ) => self.retry_or_fail(next, tried, err).await,
+        }
+    }
+
+    /// Adds a step done to the steps run ahead, and either lets the next step run ahead on
+    /// the one event it sent or commits them all.
+    async fn commit_or_run_ahead(
+        &mut self,
+        next: &NextStep,
+        tried: &Try,
+        effects: StepEffects,
+    ) -> Result<(), Stop> {
+        let step = next.step;
+        let outcome = match effects.stop.clone() {
+            Some(env) => StepOutcome::Completed(env),
+            None => StepOutcome::Continue,
+        };
+        let done = !matches!(outcome, StepOutcome::Continue);
+        let commit = StepCommit {
+            consumed: Some(next.pending.id),
+            step: step.to_string(),
+            attempt: tried.attempt as i64,
+            started_at: tried.started_at,
+            state: effects.state,
+            stream: effects.stream,
+            sent: effects.sent,
+            mailbox_consumed: effects.mailbox_consumed,
+            outcome,
+            chained: Vec::new(),
+            park: None,
+        };
+        crate::context::crash_point(step, "commit").await;
+        let mut c = match self.chain.take() {
+            Some(c) => c.then(commit, step, tried.started),
+            None => Chain::first(commit, step, tried.started),
+        };
+        if !done
+            && self.engine.may_run_ahead(
+                self.wf,
+                &self.run.workflow,
+                &c,
+                &self.inbox,
+                self.deadline,
+            )
+        {
+            // The next step takes the one event sent, before it is stored.
+            if let Some(state) = &c.commit.state {
+                self.run.state = state.clone();
+            }
+            c.next = c.commit.sent.pop().unwrap_or_default();
+            self.chain = Some(c);
+            return Ok(());
+        }
+        if self
+            .engine
+            .commit_steps(self.lease, &mut self.run, &mut self.inbox, c)
+            .await?
+        {
+            return Err(Stop::LetGo(self.let_go_in_commit()));
+        }
+        Ok(())
+    }
+
+    /// Parks the run waiting for `event_type`, unless mail arrived since the step looked
+    /// (then the step runs again and looks).
+    async fn park(
+        &mut self,
+        step: &'static str,
+        tried: &Try,
+        event_type: String,
+        mailbox_seq: i64,
+    ) -> Result<(), Stop> {
+        let engine = self.engine;
+        match engine
+            .store
+            .suspend(self.lease, &event_type, mailbox_seq)
+            .await?
+        {
+            SuspendOutcome::Suspended => {
+                debug!(run = %self.run.id, step, %event_type, "parked");
+                telemetry::step_ran(&self.run.workflow, step, "parked", tried.started.elapsed());
+                // A park stores no event: only the record changed.
+                if self.cut_off {
+                    engine.notify(&self.run.id);
+                } else {
+                    engine.signals.touch(&self.run.id);
+                }
+                Err(Stop::LetGo(LetGo {
+                    release: false,
+                    told: true,
+                }))
+            }
+            SuspendOutcome::MailArrived => {
+                self.known_mail = None;
+                Ok(())
+            }
+        }
+    }
+
+    /// Records a failed attempt and waits its backoff when the step may try again (unless
+    /// the lease is lost or the process shuts down meanwhile); otherwise fails the run.
+    async fn retry_or_fail(
+        &mut self,
+        next: &NextStep,
+        tried: &Try,
+        err: StepError,
+    ) -> Result<(), Stop> {
+        let (engine, run) = (self.engine, &self.run);
+        let (step, attempt, started) = (next.step, tried.attempt, tried.started);
+        // The failure with what failed underneath, for the log and the run's error.
+        let msg = err.chain();
+        if err.is_retryable() && attempt < next.retry.max_attempts {
+            warn!(run = %run.id, step, attempt, error = %msg, "step failed; retrying");
+            telemetry::step_ran(&run.workflow, step, "retried", started.elapsed());
+            engine
+                .store
+                .record_attempt_failure(self.lease, next.pending.id, &msg)
+                .await?;
+            self.inbox.failed(next.pending.id);
+            let mut lost_wait = self.lost.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(next.retry.backoff(attempt + 1)) => {}
+                _ = lost_wait.wait_for(|l| *l) => return Err(Stop::LetGo(LetGo::GONE)),
+                _ = self.draining.wait_for(|d| *d) => return Err(Stop::LetGo(LetGo::UNTOLD)),
+            }
+            Ok(())
+        } else {
+            warn!(run = %run.id, step, attempt, error = %msg, "step failed; run failed");
+            telemetry::step_ran(&run.workflow, step, "failed", started.elapsed());
+            let elapsed = started.elapsed().as_secs_f64();
+            engine
+                .fail_run(self.lease, run, step, &msg, attempt, elapsed)
+                .await?;
+            Err(Stop::LetGo(LetGo::GONE))
+        }
     }
 }
 
