@@ -44,8 +44,7 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
     })
 }
 
-/// A run's head (`id, next_seq, status`).
-/// The columns [`head_from_row`] reads, in its order.
+/// A run's head: the columns [`head_from_row`] reads, in its order.
 const HEAD_COLS: &str = "id, next_seq, status, workflow, waiting_for";
 
 fn head_from_row(row: &AnyRow) -> StoreResult<RunHead> {
@@ -695,8 +694,6 @@ async fn status_of(
 /// Rows of at most this many parameters go into one multi-row INSERT.
 const INSERT_CHUNK: usize = 200;
 
-/// Inserts `rows` into `into` (`"table (col, ...)"`), `INSERT_CHUNK` rows per statement;
-/// `tuple` binds row `i`'s values and returns its placeholder tuple.
 /// The journaled result of a call, if any.
 pub(crate) async fn journal_result<'e>(
     db: impl sqlx::Executor<'e, Database = sqlx::Any>,
@@ -756,6 +753,8 @@ async fn insert_events(
     Ok((!stream.is_empty()).then(|| first_seq + stream.len() as i64 - 1))
 }
 
+/// Inserts `rows` into `into` (`"table (col, ...)"`), `INSERT_CHUNK` rows per statement;
+/// `tuple` binds row `i`'s values and returns its placeholder tuple.
 async fn insert_rows<T>(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     into: &str,
