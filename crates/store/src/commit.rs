@@ -385,11 +385,24 @@ fn seqs(first: i64, n: usize) -> Vec<i64> {
     (first..first + n as i64).collect()
 }
 
-impl SqlStore {
-    /// A step's commit: see [`fathom_engine::store::RunStore::commit_step`].
-    pub(crate) async fn write_step(&self, lease: &Lease, c: &StepCommit) -> StoreResult<Committed> {
-        let now = fathom_engine::store::now_ms();
-        let (status, result, error, outcome_name, last) = match &c.outcome {
+/// What a step's outcome leaves the run with.
+struct StepEnd<'c> {
+    /// The run's status after the step.
+    status: &'static str,
+    /// The run's result as JSON text, when it completed.
+    result: Option<String>,
+    /// The run's error, when it failed.
+    error: Option<String>,
+    /// The outcome the step journal records for the commit's last step.
+    outcome: &'static str,
+    /// The event that ends the stream, when the run ended.
+    last: Option<&'c Envelope>,
+}
+
+impl<'c> StepEnd<'c> {
+    /// Reads what the run is left with from the step's outcome.
+    fn of(outcome: &'c StepOutcome) -> StoreResult<Self> {
+        let (status, result, error, outcome, last) = match outcome {
             StepOutcome::Continue => ("running", None, None, "continued", None),
             StepOutcome::Completed(env) => (
                 "completed",
@@ -402,27 +415,43 @@ impl SqlStore {
                 ("failed", None, Some(error.clone()), "failed", Some(event))
             }
         };
-        let stream: Vec<&Envelope> = c.stream.iter().chain(last).collect();
-        let mut w = Write::new(self, lease, now, stream.len());
-        let gate = w.gate();
+        Ok(StepEnd {
+            status,
+            result,
+            error,
+            outcome,
+            last,
+        })
+    }
+}
 
-        if let Some(consumed) = c.consumed {
-            let id = w.p.int(consumed);
-            w.steps.push((
+/// The phases of a step's commit (see [`SqlStore::write_step`]), each adding its gated
+/// statements or the runs update, with their parameters in the order the commit binds them.
+impl Write<'_> {
+    /// Marks the inbox event the step consumed, if any, and returns the placeholder of its id
+    /// for the rows that record what consumed them (a NULL when none).
+    fn consume_inbox(&mut self, consumed: Option<i64>, gate: &str) -> String {
+        if let Some(consumed) = consumed {
+            let id = self.p.int(consumed);
+            self.steps.push((
                 "consumed",
                 format!(
                     "UPDATE run_inbox SET consumed_at = {now} WHERE id = {id} AND run_id = {run} \
                      AND consumed_at IS NULL AND EXISTS (SELECT 1 FROM {gate}) \
                      RETURNING 'consumed' AS kind, id AS v",
-                    now = w.now,
-                    run = w.run_id,
+                    now = self.now,
+                    run = self.run_id,
                 ),
             ));
         }
-        let inbox_id = match c.consumed {
-            Some(id) => w.p.int(id),
+        match consumed {
+            Some(id) => self.p.int(id),
             None => "CAST(NULL AS BIGINT)".to_string(),
-        };
+        }
+    }
+
+    /// Records the step in the step journal, with every step chained to it.
+    fn journal_steps(&mut self, c: &StepCommit, inbox_id: &str, outcome_name: &str, gate: &str) {
         // A row for the step, and one for each step chained to it, which took an event
         // never stored (no inbox id); the last of them has the commit's outcome. One
         // statement, so their ids follow their order.
@@ -436,24 +465,24 @@ impl SqlStore {
         let mut selects = Vec::with_capacity(rows.len());
         for (i, (step, attempt, started_at)) in rows.iter().enumerate() {
             let inbox_id = match i {
-                0 => inbox_id.clone(),
+                0 => inbox_id.to_string(),
                 _ => "CAST(NULL AS BIGINT)".to_string(),
             };
-            let step = w.p.text(step.to_string());
-            let attempt = w.p.int(*attempt);
-            let started = w.p.int(*started_at);
+            let step = self.p.text(step.to_string());
+            let attempt = self.p.int(*attempt);
+            let started = self.p.int(*started_at);
             let outcome = match i + 1 == rows.len() {
-                true => w.p.text(outcome_name),
-                false => w.p.text("continued"),
+                true => self.p.text(outcome_name),
+                false => self.p.text("continued"),
             };
             selects.push(format!(
                 "SELECT {run}, {inbox_id}, {step}, {attempt}, {outcome}, {started}, {now} \
                  FROM {gate}",
-                run = w.run_id,
-                now = w.now,
+                run = self.run_id,
+                now = self.now,
             ));
         }
-        w.steps.push((
+        self.steps.push((
             "journal",
             format!(
                 "INSERT INTO step_journal (run_id, inbox_id, step, attempt, outcome, started_at, \
@@ -461,70 +490,83 @@ impl SqlStore {
                 selects.join(" UNION ALL ")
             ),
         ));
-        w.stream(&stream)?;
-        if !c.sent.is_empty() {
-            let texts = c
-                .sent
-                .iter()
-                .map(|(t, payload)| Ok((t.as_str(), to_text(payload)?)))
-                .collect::<StoreResult<Vec<_>>>()?;
-            let rows = w.rows(texts)?;
-            w.steps.push((
-                "sent",
-                format!(
-                    "INSERT INTO run_inbox (run_id, event_type, payload, created_at) \
-                     SELECT {run}, r.event_type, r.body, {now} FROM {gate}, {rows} \
-                     ORDER BY r.idx RETURNING 'sent' AS kind, id AS v",
-                    run = w.run_id,
-                    now = w.now,
-                ),
-            ));
-        }
-        if !c.mailbox_consumed.is_empty() {
-            let ids: Vec<String> = c.mailbox_consumed.iter().map(|m| w.p.int(*m)).collect();
-            let ids = ids.join(", ");
-            w.steps.push((
-                "message",
-                format!(
-                    "UPDATE mailbox SET status = CASE WHEN status = 'pending' THEN 'consumed' END, \
-                     consumed_at = {now}, consumed_by = {inbox_id} WHERE id IN ({ids}) \
-                     AND run_id = {run} AND EXISTS (SELECT 1 FROM {gate}) \
-                     RETURNING 'message' AS kind, id AS v",
-                    now = w.now,
-                    run = w.run_id,
-                ),
-            ));
-            // A message no longer pending gets a NULL status, which the table refuses: the
-            // write fails whole. Of two conflicting decisions exactly one applies: the others
-            // of the same type are superseded with it.
-            w.steps.push((
-                "superseded",
-                format!(
-                    "UPDATE mailbox SET status = 'superseded', consumed_at = {now} \
-                     WHERE run_id = {run} AND status = 'pending' AND id NOT IN ({ids}) \
-                     AND event_type IN (SELECT event_type FROM mailbox WHERE id IN ({ids})) \
-                     AND EXISTS (SELECT 1 FROM {gate})",
-                    now = w.now,
-                    run = w.run_id,
-                ),
-            ));
-        }
+    }
 
-        let terminal = if status == "running" { "0" } else { "1" };
+    /// Puts the events the step sent to other steps in the run's inbox, in the order sent.
+    fn send_events(&mut self, sent: &[(String, serde_json::Value)], gate: &str) -> StoreResult<()> {
+        if sent.is_empty() {
+            return Ok(());
+        }
+        let texts = sent
+            .iter()
+            .map(|(t, payload)| Ok((t.as_str(), to_text(payload)?)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let rows = self.rows(texts)?;
+        self.steps.push((
+            "sent",
+            format!(
+                "INSERT INTO run_inbox (run_id, event_type, payload, created_at) \
+                 SELECT {run}, r.event_type, r.body, {now} FROM {gate}, {rows} \
+                 ORDER BY r.idx RETURNING 'sent' AS kind, id AS v",
+                run = self.run_id,
+                now = self.now,
+            ),
+        ));
+        Ok(())
+    }
+
+    /// Takes the mailbox messages the step consumed and supersedes the others of their types.
+    fn consume_messages(&mut self, consumed: &[i64], inbox_id: &str, gate: &str) {
+        if consumed.is_empty() {
+            return;
+        }
+        let ids: Vec<String> = consumed.iter().map(|m| self.p.int(*m)).collect();
+        let ids = ids.join(", ");
+        self.steps.push((
+            "message",
+            format!(
+                "UPDATE mailbox SET status = CASE WHEN status = 'pending' THEN 'consumed' END, \
+                 consumed_at = {now}, consumed_by = {inbox_id} WHERE id IN ({ids}) \
+                 AND run_id = {run} AND EXISTS (SELECT 1 FROM {gate}) \
+                 RETURNING 'message' AS kind, id AS v",
+                now = self.now,
+                run = self.run_id,
+            ),
+        ));
+        // A message no longer pending gets a NULL status, which the table refuses: the
+        // write fails whole. Of two conflicting decisions exactly one applies: the others
+        // of the same type are superseded with it.
+        self.steps.push((
+            "superseded",
+            format!(
+                "UPDATE mailbox SET status = 'superseded', consumed_at = {now} \
+                 WHERE run_id = {run} AND status = 'pending' AND id NOT IN ({ids}) \
+                 AND event_type IN (SELECT event_type FROM mailbox WHERE id IN ({ids})) \
+                 AND EXISTS (SELECT 1 FROM {gate})",
+                now = self.now,
+                run = self.run_id,
+            ),
+        ));
+    }
+
+    /// The runs update that leaves the run as the step's outcome says: ended and unleased,
+    /// parked, or running on.
+    fn step_update(&mut self, c: &StepCommit, end: StepEnd<'_>) -> StoreResult<RunUpdate> {
+        let terminal = if end.status == "running" { "0" } else { "1" };
         let state = match &c.state {
-            Some(s) => w.p.text(to_text(s)?),
+            Some(s) => self.p.text(to_text(s)?),
             None => "state".to_string(),
         };
-        let result = match result {
-            Some(r) => w.p.text(r),
+        let result = match end.result {
+            Some(r) => self.p.text(r),
             None => "result".to_string(),
         };
-        let error = match error {
-            Some(e) => w.p.text(e),
+        let error = match end.error {
+            Some(e) => self.p.text(e),
             None => "NULL".to_string(),
         };
-        let status = w.p.text(status);
-        let now = w.now.clone();
+        let status = self.p.text(end.status);
+        let now = self.now.clone();
         let park = c.park.as_ref().filter(|_| terminal == "0");
         let set = if terminal == "1" {
             format!(
@@ -532,16 +574,33 @@ impl SqlStore {
                  completed_at = {now}, lease_owner = NULL, lease_expires_at = NULL"
             )
         } else if let Some((event_type, seen_mailbox_seq)) = park {
-            let parks = w.park(event_type, *seen_mailbox_seq);
+            let parks = self.park(event_type, *seen_mailbox_seq);
             format!(", state = {state}, result = {result}, error = {error}{parks}")
         } else {
             format!(", state = {state}, status = {status}, result = {result}, error = {error}")
         };
-        let n = stream.len();
-        let update = RunUpdate {
+        Ok(RunUpdate {
             set,
             tells_parked: park.is_some(),
-        };
+        })
+    }
+}
+
+impl SqlStore {
+    /// A step's commit: see [`fathom_engine::store::RunStore::commit_step`].
+    pub(crate) async fn write_step(&self, lease: &Lease, c: &StepCommit) -> StoreResult<Committed> {
+        let now = fathom_engine::store::now_ms();
+        let end = StepEnd::of(&c.outcome)?;
+        let stream: Vec<&Envelope> = c.stream.iter().chain(end.last).collect();
+        let mut w = Write::new(self, lease, now, stream.len());
+        let gate = w.gate();
+        let inbox_id = w.consume_inbox(c.consumed, &gate);
+        w.journal_steps(c, &inbox_id, end.outcome, &gate);
+        w.stream(&stream)?;
+        w.send_events(&c.sent, &gate)?;
+        w.consume_messages(&c.mailbox_consumed, &inbox_id, &gate);
+        let update = w.step_update(c, end)?;
+        let n = stream.len();
         let Some((first, rows)) = w.run(self, update).await? else {
             return Err(StoreError::LeaseLost(lease.run_id.clone()));
         };

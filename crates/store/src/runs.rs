@@ -44,8 +44,7 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
     })
 }
 
-/// A run's head (`id, next_seq, status`).
-/// The columns [`head_from_row`] reads, in its order.
+/// A run's head: the columns [`head_from_row`] reads, in its order.
 const HEAD_COLS: &str = "id, next_seq, status, workflow, waiting_for";
 
 fn head_from_row(row: &AnyRow) -> StoreResult<RunHead> {
@@ -131,6 +130,214 @@ struct DeliverySeen {
     keyed: Option<i64>,
     /// For an exclusive message: an earlier one of its type taken (id, status, key).
     earlier: Option<(i64, String, String)>,
+}
+
+/// The fragments of a delivery's statement (see `try_deliver`), which
+/// [`DeliverSql::statement`] puts together for the dialect. Parameters: `$1` the event type,
+/// `$2` now, `$3` the run, `$4` the payload, `$5` the key; claiming, `$6` the owner and `$7`
+/// the lease's expiry.
+struct DeliverSql {
+    /// Whether a message of the type taken before refuses this one.
+    exclusive: bool,
+    /// The condition on the run's sequence number of a decision sent for a wait.
+    at_seq: String,
+    /// The earliest message of the type taken (id, status, key).
+    earlier: String,
+    /// A message delivered under the same key.
+    keyed: &'static str,
+    /// The `SET` assignments that count the message and wake the run.
+    wake: String,
+    /// The condition on the run for the message to apply.
+    woken: &'static str,
+    /// What the runs update returns.
+    returning: String,
+    /// The claim joined to the row saying the message was stored (Postgres).
+    claimed_pg: String,
+    /// The statement reading the claim back (SQLite).
+    claimed_sqlite: String,
+}
+
+impl DeliverSql {
+    /// The fragments for `message`, the claiming kind when `claiming`.
+    fn new(store: &SqlStore, message: &NewMessage, claiming: bool) -> Self {
+        let at_seq = match message.at_seq {
+            Some(seq) => format!(" AND next_seq = {seq}"),
+            None => String::new(),
+        };
+        // A decision already waiting to be taken up wins; and one sent while the run is not
+        // waiting for it is early only if none was taken up before (else it can only be for
+        // the run's next wait: the caller decides whether it is).
+        let taken = if message.at_seq.is_some() {
+            "'pending'"
+        } else {
+            "'pending', 'consumed'"
+        };
+        let earlier = format!(
+            "SELECT id, status, idempotency_key FROM mailbox WHERE run_id = $3 \
+             AND event_type = $1 AND status IN ({taken}) ORDER BY id LIMIT 1"
+        );
+        let keyed = "SELECT id FROM mailbox WHERE run_id = $3 AND idempotency_key = $5";
+        let mut wake = "mailbox_seq = mailbox_seq + 1, \
+             status = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN 'running' ELSE status END, \
+             waiting_for = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN NULL ELSE waiting_for END, \
+             updated_at = $2"
+            .to_string();
+        // A decision sent for a wait applies only while that wait is open: the run may have
+        // taken up another decision since without streaming anything (a rejection goes
+        // straight back to planning), so its sequence number alone does not say.
+        let mut woken = if message.at_seq.is_some() {
+            "status = 'waiting' AND waiting_for = $1"
+        } else {
+            "status IN ('running', 'waiting')"
+        };
+        let mut returning = format!(
+            "id, {} AS notice",
+            store.work_notice().unwrap_or_else(|| "NULL".into())
+        );
+        let mut claimed_pg = String::new();
+        let mut claimed_sqlite = String::new();
+        // The claiming kind applies only to a run waiting for this type, which it wakes and
+        // takes; its claim comes back with the run's pending step events (on Postgres joined
+        // to the row saying the message was stored).
+        if claiming {
+            wake.push_str(", lease_owner = $6, lease_expires_at = $7, fence = fence + 1");
+            woken = "status = 'waiting' AND waiting_for = $1";
+            returning = format!("{RUN_COLS}, fence");
+            claimed_pg = format!(
+                " LEFT JOIN (SELECT upd.*, {} FROM upd) c ON k.kind = 'inserted'",
+                pending_column(store.dialect, "upd.id")
+            );
+            claimed_sqlite = format!(
+                "SELECT 'claimed' AS kind, {RUN_COLS}, fence, {} FROM runs r \
+                 WHERE r.id = $3 AND changes() = 1;\n",
+                pending_column(store.dialect, "r.id")
+            );
+        }
+        DeliverSql {
+            exclusive: message.exclusive,
+            at_seq,
+            earlier,
+            keyed,
+            wake,
+            woken,
+            returning,
+            claimed_pg,
+            claimed_sqlite,
+        }
+    }
+
+    /// For an exclusive message, the condition that nothing in `from` (its type taken) is.
+    fn unless_taken(&self, from: &str) -> String {
+        if self.exclusive {
+            format!(" AND NOT EXISTS (SELECT 1 FROM {from})")
+        } else {
+            String::new()
+        }
+    }
+
+    /// The delivery's statement for `dialect`: one statement of CTEs on Postgres, a body of
+    /// one immediate transaction on SQLite.
+    fn statement(&self, dialect: Dialect) -> String {
+        let DeliverSql {
+            at_seq,
+            earlier,
+            keyed,
+            wake,
+            woken,
+            returning,
+            claimed_pg,
+            claimed_sqlite,
+            ..
+        } = self;
+        let insert =
+            "INSERT INTO mailbox (run_id, event_type, payload, idempotency_key, received_at)";
+        match dialect {
+            Dialect::Postgres => format!(
+                "WITH cur AS (SELECT mailbox_seq, next_seq, status, waiting_for FROM runs WHERE id = $3), \
+                 keyed AS ({keyed}), earlier AS ({earlier}), \
+                 upd AS (UPDATE runs SET {wake} WHERE id = $3 AND {woken}{at_seq} \
+                   AND mailbox_seq = (SELECT mailbox_seq FROM cur) \
+                   AND NOT EXISTS (SELECT 1 FROM keyed){excl} RETURNING {returning}), \
+                 ins AS ({insert} SELECT id, $1, $4, $5, $2 FROM upd \
+                   ON CONFLICT (run_id, idempotency_key) DO NOTHING RETURNING id) \
+                 SELECT * FROM (SELECT 'inserted' AS kind, id AS n, CAST(NULL AS TEXT) AS s, CAST(NULL AS TEXT) AS k FROM ins \
+                 UNION ALL SELECT 'run', next_seq, status, waiting_for FROM cur \
+                 UNION ALL SELECT 'keyed', id, NULL, NULL FROM keyed \
+                 UNION ALL SELECT 'earlier', id, status, idempotency_key FROM earlier) k{claimed_pg}",
+                excl = self.unless_taken("earlier"),
+            ),
+            Dialect::Sqlite => {
+                let mut body = format!(
+                    "BEGIN IMMEDIATE;\n\
+                     UPDATE runs SET {wake} WHERE id = $3 AND {woken}{at_seq} \
+                     AND NOT EXISTS ({keyed}){excl};\n\
+                     {insert} SELECT $3, $1, $4, $5, $2 WHERE changes() = 1 \
+                     RETURNING 'inserted' AS kind, id AS n, NULL AS s, NULL AS k;\n\
+                     {claimed_sqlite}\
+                     SELECT 'run', next_seq, status, waiting_for FROM runs WHERE id = $3;\n\
+                     SELECT 'keyed', id, NULL, NULL FROM mailbox WHERE run_id = $3 AND idempotency_key = $5;\n",
+                    excl = self.unless_taken(&format!("({earlier})")),
+                );
+                if self.exclusive {
+                    body.push_str(&format!(
+                        "SELECT 'earlier', id, status, idempotency_key FROM ({earlier});\n"
+                    ));
+                }
+                body.push_str("COMMIT");
+                body
+            }
+        }
+    }
+}
+
+/// Reads what a delivery statement saw and did from its rows, and the claim it made, if
+/// any (with `claim`, by `owner`).
+fn read_delivery(
+    rows: &[AnyRow],
+    claim: Option<(&str, i64)>,
+) -> StoreResult<(DeliverySeen, Option<Claimed>)> {
+    let mut seen = DeliverySeen::default();
+    let mut claimed = None;
+    for row in rows {
+        if let Some((owner, _)) = claim
+            && row
+                .try_get::<Option<i64>, _>("fence")
+                .is_ok_and(|f| f.is_some())
+        {
+            let (run, lease) = claimed_row(row, owner)?;
+            let pending = Some(pending_from_json(row)?);
+            claimed = Some(Claimed {
+                run,
+                lease,
+                pending,
+            });
+        }
+        let kind: String = row.try_get(0).map_err(db_err)?;
+        if kind == "claimed" {
+            continue;
+        }
+        let n: i64 = row.try_get(1).map_err(db_err)?;
+        match kind.as_str() {
+            "inserted" => seen.inserted = Some(n),
+            "run" => {
+                seen.run = Some((
+                    row.try_get(2).map_err(db_err)?,
+                    n,
+                    row.try_get(3).map_err(db_err)?,
+                ))
+            }
+            "keyed" => seen.keyed = Some(n),
+            "earlier" => {
+                seen.earlier = Some((
+                    n,
+                    row.try_get(2).map_err(db_err)?,
+                    row.try_get(3).map_err(db_err)?,
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok((seen, claimed))
 }
 
 impl SqlStore {
@@ -234,104 +441,7 @@ impl SqlStore {
             .idempotency_key
             .clone()
             .unwrap_or_else(|| format!("auto:{}", uuid::Uuid::new_v4().simple()));
-        let at_seq = match message.at_seq {
-            Some(seq) => format!(" AND next_seq = {seq}"),
-            None => String::new(),
-        };
-        // A decision already waiting to be taken up wins; and one sent while the run is not
-        // waiting for it is early only if none was taken up before (else it can only be for
-        // the run's next wait: the caller decides whether it is).
-        let taken = if message.at_seq.is_some() {
-            "'pending'"
-        } else {
-            "'pending', 'consumed'"
-        };
-        let earlier = format!(
-            "SELECT id, status, idempotency_key FROM mailbox WHERE run_id = $3 \
-             AND event_type = $1 AND status IN ({taken}) ORDER BY id LIMIT 1"
-        );
-        let keyed = "SELECT id FROM mailbox WHERE run_id = $3 AND idempotency_key = $5";
-        let mut wake = "mailbox_seq = mailbox_seq + 1, \
-             status = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN 'running' ELSE status END, \
-             waiting_for = CASE WHEN status = 'waiting' AND waiting_for = $1 THEN NULL ELSE waiting_for END, \
-             updated_at = $2"
-            .to_string();
-        // A decision sent for a wait applies only while that wait is open: the run may have
-        // taken up another decision since without streaming anything (a rejection goes
-        // straight back to planning), so its sequence number alone does not say.
-        let mut woken = if message.at_seq.is_some() {
-            "status = 'waiting' AND waiting_for = $1"
-        } else {
-            "status IN ('running', 'waiting')"
-        };
-        let mut returning = format!(
-            "id, {} AS notice",
-            self.work_notice().unwrap_or_else(|| "NULL".into())
-        );
-        let mut claimed_pg = String::new();
-        let mut claimed_sqlite = String::new();
-        // The claiming kind applies only to a run waiting for this type, which it wakes and
-        // takes; its claim comes back with the run's pending step events (on Postgres joined
-        // to the row saying the message was stored).
-        if claim.is_some() {
-            wake.push_str(", lease_owner = $6, lease_expires_at = $7, fence = fence + 1");
-            woken = "status = 'waiting' AND waiting_for = $1";
-            returning = format!("{RUN_COLS}, fence");
-            claimed_pg = format!(
-                " LEFT JOIN (SELECT upd.*, {} FROM upd) c ON k.kind = 'inserted'",
-                pending_column(self.dialect, "upd.id")
-            );
-            claimed_sqlite = format!(
-                "SELECT 'claimed' AS kind, {RUN_COLS}, fence, {} FROM runs r \
-                 WHERE r.id = $3 AND changes() = 1;\n",
-                pending_column(self.dialect, "r.id")
-            );
-        }
-        let exclusive = |from: &str| {
-            if message.exclusive {
-                format!(" AND NOT EXISTS (SELECT 1 FROM {from})")
-            } else {
-                String::new()
-            }
-        };
-        let insert =
-            "INSERT INTO mailbox (run_id, event_type, payload, idempotency_key, received_at)";
-        let sql = match self.dialect {
-            Dialect::Postgres => format!(
-                "WITH cur AS (SELECT mailbox_seq, next_seq, status, waiting_for FROM runs WHERE id = $3), \
-                 keyed AS ({keyed}), earlier AS ({earlier}), \
-                 upd AS (UPDATE runs SET {wake} WHERE id = $3 AND {woken}{at_seq} \
-                   AND mailbox_seq = (SELECT mailbox_seq FROM cur) \
-                   AND NOT EXISTS (SELECT 1 FROM keyed){excl} RETURNING {returning}), \
-                 ins AS ({insert} SELECT id, $1, $4, $5, $2 FROM upd \
-                   ON CONFLICT (run_id, idempotency_key) DO NOTHING RETURNING id) \
-                 SELECT * FROM (SELECT 'inserted' AS kind, id AS n, CAST(NULL AS TEXT) AS s, CAST(NULL AS TEXT) AS k FROM ins \
-                 UNION ALL SELECT 'run', next_seq, status, waiting_for FROM cur \
-                 UNION ALL SELECT 'keyed', id, NULL, NULL FROM keyed \
-                 UNION ALL SELECT 'earlier', id, status, idempotency_key FROM earlier) k{claimed_pg}",
-                excl = exclusive("earlier"),
-            ),
-            Dialect::Sqlite => {
-                let mut body = format!(
-                    "BEGIN IMMEDIATE;\n\
-                     UPDATE runs SET {wake} WHERE id = $3 AND {woken}{at_seq} \
-                     AND NOT EXISTS ({keyed}){excl};\n\
-                     {insert} SELECT $3, $1, $4, $5, $2 WHERE changes() = 1 \
-                     RETURNING 'inserted' AS kind, id AS n, NULL AS s, NULL AS k;\n\
-                     {claimed_sqlite}\
-                     SELECT 'run', next_seq, status, waiting_for FROM runs WHERE id = $3;\n\
-                     SELECT 'keyed', id, NULL, NULL FROM mailbox WHERE run_id = $3 AND idempotency_key = $5;\n",
-                    excl = exclusive(&format!("({earlier})")),
-                );
-                if message.exclusive {
-                    body.push_str(&format!(
-                        "SELECT 'earlier', id, status, idempotency_key FROM ({earlier});\n"
-                    ));
-                }
-                body.push_str("COMMIT");
-                body
-            }
-        };
+        let sql = DeliverSql::new(self, message, claim.is_some()).statement(self.dialect);
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&message.event_type)
             .bind(now)
@@ -342,47 +452,7 @@ impl SqlStore {
             query = query.bind(owner).bind(now + ttl_ms);
         }
         let rows = self.fetch_write(query).await?;
-        let mut seen = DeliverySeen::default();
-        let mut claimed = None;
-        for row in &rows {
-            if let Some((owner, _)) = claim
-                && row
-                    .try_get::<Option<i64>, _>("fence")
-                    .is_ok_and(|f| f.is_some())
-            {
-                let (run, lease) = claimed_row(row, owner)?;
-                let pending = Some(pending_from_json(row)?);
-                claimed = Some(Claimed {
-                    run,
-                    lease,
-                    pending,
-                });
-            }
-            let kind: String = row.try_get(0).map_err(db_err)?;
-            if kind == "claimed" {
-                continue;
-            }
-            let n: i64 = row.try_get(1).map_err(db_err)?;
-            match kind.as_str() {
-                "inserted" => seen.inserted = Some(n),
-                "run" => {
-                    seen.run = Some((
-                        row.try_get(2).map_err(db_err)?,
-                        n,
-                        row.try_get(3).map_err(db_err)?,
-                    ))
-                }
-                "keyed" => seen.keyed = Some(n),
-                "earlier" => {
-                    seen.earlier = Some((
-                        n,
-                        row.try_get(2).map_err(db_err)?,
-                        row.try_get(3).map_err(db_err)?,
-                    ))
-                }
-                _ => {}
-            }
-        }
+        let (seen, claimed) = read_delivery(&rows, claim)?;
         if let Some(id) = seen.inserted {
             self.count_commit();
             return Ok(Some((DeliverOutcome::Accepted { message_id: id }, claimed)));
@@ -391,21 +461,33 @@ impl SqlStore {
             // Not waiting for it, or refused: the ordinary delivery says why.
             return Ok(None);
         }
+        let refused = self.refused_delivery(run_id, message, seen)?;
+        Ok(refused.map(|outcome| (outcome, None)))
+    }
+
+    /// Why an ordinary delivery stored nothing, from what its statement saw: an outcome, a
+    /// typed refusal, or None (Postgres) when another delivery committed meanwhile.
+    fn refused_delivery(
+        &self,
+        run_id: &str,
+        message: &NewMessage,
+        seen: DeliverySeen,
+    ) -> StoreResult<Option<DeliverOutcome>> {
         // A delivery made already is a duplicate, whatever the run has done since.
         if let Some(id) = seen.keyed {
-            return Ok(Some((DeliverOutcome::Duplicate { message_id: id }, None)));
+            return Ok(Some(DeliverOutcome::Duplicate { message_id: id }));
         }
         let Some((status, next_seq, waiting_for)) = seen.run else {
-            return Ok(Some((DeliverOutcome::RunNotFound, None)));
+            return Ok(Some(DeliverOutcome::RunNotFound));
         };
         let status = RunStatus::parse(&status)
             .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?;
         if status.is_terminal() {
-            return Ok(Some((DeliverOutcome::RunTerminal(status), None)));
+            return Ok(Some(DeliverOutcome::RunTerminal(status)));
         }
         if let Some((_, earlier_status, _)) = seen.earlier {
             if earlier_status != "pending" {
-                return Ok(Some((DeliverOutcome::BetweenWaits, None)));
+                return Ok(Some(DeliverOutcome::BetweenWaits));
             }
             return Err(StoreError::Conflict(format!(
                 "another {} for this run was received first and is being taken up",
@@ -431,6 +513,166 @@ impl SqlStore {
             ))),
         }
     }
+
+    /// Claims up to `wanted` runs for `owner` in one round trip (free ones, or with `expired`
+    /// those whose lease ran out) and returns the statement's rows.
+    async fn claim_rows(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        exclude: &[String],
+        workflows: &[String],
+        wanted: usize,
+        expired: bool,
+    ) -> StoreResult<Vec<AnyRow>> {
+        let now = now_ms();
+        let mut p = Params::default();
+        let owner_p = p.text(owner);
+        let expires = p.int(now + ttl_ms);
+        let claimable = claimable_runs(&mut p, now, expired, exclude, workflows);
+        let limit = p.count(self.dialect, wanted as i64);
+        // Oldest run first: under a backlog, runs already under way (approved, woken by mail)
+        // finish before new ones start, so what a user is waiting on is not queued behind
+        // runs that have shown nothing yet.
+        let candidates = format!("{claimable} ORDER BY created_at, id LIMIT {limit}");
+        let set = format!(
+            "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1"
+        );
+        // A free run's step inbox changes only under a lease (and when it is created), so its
+        // pending events are read with the claim. A run taken over may see its old holder's
+        // last commit land meanwhile: its inbox is read afterwards, by its driver.
+        let with_inbox = !expired;
+        let rows = match self.dialect {
+            // Materialized, so the candidates are picked (and locked) once: as a subquery of
+            // the UPDATE, Postgres may run it again per row and take more than `limit`.
+            Dialect::Postgres => {
+                let claim = format!(
+                    "WITH c (claimed_id) AS MATERIALIZED ({candidates} FOR UPDATE SKIP LOCKED), \
+                     u AS ({set} FROM c WHERE id = c.claimed_id RETURNING {RUN_COLS}, fence)"
+                );
+                // Read before the claim (one snapshot): more than the limit were claimable.
+                // Runs other workers hold locked count too: at worst one look too many.
+                let more = format!(
+                    "CAST(CASE WHEN (SELECT count(*) FROM ({claimable} LIMIT {limit} + 1) m) \
+                     > {limit} THEN 1 ELSE 0 END AS BIGINT) AS more"
+                );
+                let sql = if with_inbox {
+                    format!(
+                        "{claim} SELECT u.*, {}, {more} FROM u",
+                        pending_column(self.dialect, "u.id")
+                    )
+                } else {
+                    format!("{claim} SELECT *, {more} FROM u")
+                };
+                p.query(sql).fetch_all(&self.db).await.map_err(db_err)?
+            }
+            Dialect::Sqlite => {
+                let claim = format!("{set} WHERE id IN ({candidates}) RETURNING {RUN_COLS}, fence");
+                if with_inbox {
+                    // One immediate transaction: the claim, then the claimed runs' inboxes,
+                    // then whether claimable runs are left.
+                    let sql = format!(
+                        "BEGIN IMMEDIATE;\n{claim};\nSELECT r.id AS claimed, {} FROM runs r \
+                         WHERE r.lease_owner = {owner_p} AND r.lease_expires_at = {expires} \
+                         AND r.status = 'running';\n\
+                         SELECT CAST(EXISTS ({claimable}) AS BIGINT) AS more;\nCOMMIT",
+                        pending_column(self.dialect, "r.id")
+                    );
+                    self.run_body(p.query(sql), db_err).await?
+                } else {
+                    let _turn = self.write_turn().await;
+                    p.query(claim).fetch_all(&self.db).await.map_err(db_err)?
+                }
+            }
+        };
+        Ok(rows)
+    }
+}
+
+/// The `SELECT id` of the runs a claim may take: running, free (or with `expired`, leased
+/// until before `now`), not in `exclude`, and of one of `workflows` when any are named.
+fn claimable_runs(
+    p: &mut Params,
+    now: i64,
+    expired: bool,
+    exclude: &[String],
+    workflows: &[String],
+) -> String {
+    let held = if expired {
+        format!(
+            "lease_owner IS NOT NULL AND lease_expires_at < {}",
+            p.int(now)
+        )
+    } else {
+        "lease_owner IS NULL".to_string()
+    };
+    let mut claimable = format!("SELECT id FROM runs WHERE status = 'running' AND {held}");
+    if !exclude.is_empty() {
+        let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
+        claimable.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
+    }
+    if !workflows.is_empty() {
+        let ph: Vec<String> = workflows.iter().map(|w| p.text(w.clone())).collect();
+        claimable.push_str(&format!(" AND workflow IN ({})", ph.join(", ")));
+    }
+    claimable
+}
+
+/// What a claim's rows say: the runs claimed, their pending step events when read with
+/// them, and whether claimable runs are left when the statement told.
+struct ClaimRows {
+    claimed: Vec<(RunRecord, Lease)>,
+    inboxes: HashMap<String, Vec<PendingEvent>>,
+    more: Option<bool>,
+}
+
+impl ClaimRows {
+    /// Reads the rows of a claim by `owner`.
+    fn read(rows: &[AnyRow], owner: &str) -> StoreResult<Self> {
+        let mut claimed = Vec::new();
+        let mut inboxes: HashMap<String, Vec<PendingEvent>> = HashMap::new();
+        // Told by the query where it can (the claim with inboxes); else whenever the limit
+        // was reached.
+        let mut more = None;
+        for row in rows {
+            if row.try_column("more").is_ok() {
+                let left: i64 = row.try_get("more").map_err(db_err)?;
+                more = Some(left != 0);
+                if row.columns().len() == 1 {
+                    continue;
+                }
+            }
+            if row.try_column("claimed").is_ok() {
+                let id: String = row.try_get("claimed").map_err(db_err)?;
+                inboxes.insert(id, pending_from_json(row)?);
+                continue;
+            }
+            let (run, lease) = claimed_row(row, owner)?;
+            if row.try_column("pending").is_ok() {
+                inboxes.insert(run.id.clone(), pending_from_json(row)?);
+            }
+            claimed.push((run, lease));
+        }
+        Ok(ClaimRows {
+            claimed,
+            inboxes,
+            more,
+        })
+    }
+
+    /// The claims with their inboxes, oldest run first.
+    fn oldest_first(mut self) -> Vec<Claimed> {
+        self.claimed
+            .sort_by(|(a, _), (b, _)| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        self.claimed
+            .into_iter()
+            .map(|(run, lease)| Claimed {
+                pending: self.inboxes.remove(&run.id),
+                run,
+                lease,
+            })
+            .collect()
+    }
 }
 
 async fn status_of(
@@ -452,8 +694,6 @@ async fn status_of(
 /// Rows of at most this many parameters go into one multi-row INSERT.
 const INSERT_CHUNK: usize = 200;
 
-/// Inserts `rows` into `into` (`"table (col, ...)"`), `INSERT_CHUNK` rows per statement;
-/// `tuple` binds row `i`'s values and returns its placeholder tuple.
 /// The journaled result of a call, if any.
 pub(crate) async fn journal_result<'e>(
     db: impl sqlx::Executor<'e, Database = sqlx::Any>,
@@ -513,6 +753,8 @@ async fn insert_events(
     Ok((!stream.is_empty()).then(|| first_seq + stream.len() as i64 - 1))
 }
 
+/// Inserts `rows` into `into` (`"table (col, ...)"`), `INSERT_CHUNK` rows per statement;
+/// `tuple` binds row `i`'s values and returns its placeholder tuple.
 async fn insert_rows<T>(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     into: &str,
@@ -642,125 +884,23 @@ impl RunStore for SqlStore {
         self.stats()
             .claim_looks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let now = now_ms();
-        let mut p = Params::default();
-        let owner_p = p.text(owner);
-        let expires = p.int(now + ttl_ms);
-        let held = if expired {
-            format!(
-                "lease_owner IS NOT NULL AND lease_expires_at < {}",
-                p.int(now)
-            )
-        } else {
-            "lease_owner IS NULL".to_string()
-        };
-        let mut claimable = format!("SELECT id FROM runs WHERE status = 'running' AND {held}");
-        if !exclude.is_empty() {
-            let ph: Vec<String> = exclude.iter().map(|id| p.text(id.clone())).collect();
-            claimable.push_str(&format!(" AND id NOT IN ({})", ph.join(", ")));
-        }
-        if !workflows.is_empty() {
-            let ph: Vec<String> = workflows.iter().map(|w| p.text(w.clone())).collect();
-            claimable.push_str(&format!(" AND workflow IN ({})", ph.join(", ")));
-        }
         let wanted = limit.clamp(1, 1_000);
-        let limit = p.count(self.dialect, wanted as i64);
-        // Oldest run first: under a backlog, runs already under way (approved, woken by mail)
-        // finish before new ones start, so what a user is waiting on is not queued behind
-        // runs that have shown nothing yet.
-        let candidates = format!("{claimable} ORDER BY created_at, id LIMIT {limit}");
-        let set = format!(
-            "UPDATE runs SET lease_owner = {owner_p}, lease_expires_at = {expires}, fence = fence + 1"
-        );
-        // A free run's step inbox changes only under a lease (and when it is created), so its
-        // pending events are read with the claim. A run taken over may see its old holder's
-        // last commit land meanwhile: its inbox is read afterwards, by its driver.
-        let with_inbox = !expired;
-        let rows = match self.dialect {
-            // Materialized, so the candidates are picked (and locked) once: as a subquery of
-            // the UPDATE, Postgres may run it again per row and take more than `limit`.
-            Dialect::Postgres => {
-                let claim = format!(
-                    "WITH c (claimed_id) AS MATERIALIZED ({candidates} FOR UPDATE SKIP LOCKED), \
-                     u AS ({set} FROM c WHERE id = c.claimed_id RETURNING {RUN_COLS}, fence)"
-                );
-                // Read before the claim (one snapshot): more than the limit were claimable.
-                // Runs other workers hold locked count too: at worst one look too many.
-                let more = format!(
-                    "CAST(CASE WHEN (SELECT count(*) FROM ({claimable} LIMIT {limit} + 1) m) \
-                     > {limit} THEN 1 ELSE 0 END AS BIGINT) AS more"
-                );
-                let sql = if with_inbox {
-                    format!(
-                        "{claim} SELECT u.*, {}, {more} FROM u",
-                        pending_column(self.dialect, "u.id")
-                    )
-                } else {
-                    format!("{claim} SELECT *, {more} FROM u")
-                };
-                p.query(sql).fetch_all(&self.db).await.map_err(db_err)?
-            }
-            Dialect::Sqlite => {
-                let claim = format!("{set} WHERE id IN ({candidates}) RETURNING {RUN_COLS}, fence");
-                if with_inbox {
-                    // One immediate transaction: the claim, then the claimed runs' inboxes,
-                    // then whether claimable runs are left.
-                    let sql = format!(
-                        "BEGIN IMMEDIATE;\n{claim};\nSELECT r.id AS claimed, {} FROM runs r \
-                         WHERE r.lease_owner = {owner_p} AND r.lease_expires_at = {expires} \
-                         AND r.status = 'running';\n\
-                         SELECT CAST(EXISTS ({claimable}) AS BIGINT) AS more;\nCOMMIT",
-                        pending_column(self.dialect, "r.id")
-                    );
-                    self.run_body(p.query(sql), db_err).await?
-                } else {
-                    let _turn = self.write_turn().await;
-                    p.query(claim).fetch_all(&self.db).await.map_err(db_err)?
-                }
-            }
-        };
-        let mut claimed = Vec::new();
-        let mut inboxes: HashMap<String, Vec<PendingEvent>> = HashMap::new();
-        // Told by the query where it can (the claim with inboxes); else whenever the limit
-        // was reached.
-        let mut more = None;
-        for row in &rows {
-            if row.try_column("more").is_ok() {
-                let left: i64 = row.try_get("more").map_err(db_err)?;
-                more = Some(left != 0);
-                if row.columns().len() == 1 {
-                    continue;
-                }
-            }
-            if row.try_column("claimed").is_ok() {
-                let id: String = row.try_get("claimed").map_err(db_err)?;
-                inboxes.insert(id, pending_from_json(row)?);
-                continue;
-            }
-            let (run, lease) = claimed_row(row, owner)?;
-            if row.try_column("pending").is_ok() {
-                inboxes.insert(run.id.clone(), pending_from_json(row)?);
-            }
-            claimed.push((run, lease));
-        }
-        if claimed.is_empty() {
+        let rows = self
+            .claim_rows(owner, ttl_ms, exclude, workflows, wanted, expired)
+            .await?;
+        let read = ClaimRows::read(&rows, owner)?;
+        if read.claimed.is_empty() {
             return Ok(Claims::default());
         }
-        let more = more.unwrap_or(claimed.len() == wanted);
+        let more = read.more.unwrap_or(read.claimed.len() == wanted);
         self.count_commit();
         if expired {
-            metrics::counter!("fathom_lease_takeovers_total").increment(claimed.len() as u64);
+            metrics::counter!("fathom_lease_takeovers_total").increment(read.claimed.len() as u64);
         }
-        claimed.sort_by(|(a, _), (b, _)| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        let runs = claimed
-            .into_iter()
-            .map(|(run, lease)| Claimed {
-                pending: inboxes.remove(&run.id),
-                run,
-                lease,
-            })
-            .collect();
-        Ok(Claims { runs, more })
+        Ok(Claims {
+            runs: read.oldest_first(),
+            more,
+        })
     }
 
     async fn claim_run(
