@@ -401,6 +401,55 @@ fn lists(doc: &ParsedDoc, next_id: &mut usize) -> HashMap<usize, usize> {
     out
 }
 
+/// Where a sentence stands in its document: what [`Candidate::new`] needs beside its text.
+struct Placing {
+    page: Option<u32>,
+    heading_terms: Arc<[String]>,
+    list: Option<usize>,
+    pos: usize,
+    part: usize,
+}
+
+impl Candidate {
+    /// A sentence fit to quote, with what the writer weighs it by worked out once: its term
+    /// counts and their norm, its lower-case text, the subject it defines, its opening terms,
+    /// and whether it points at a figure or narrates.
+    fn new(text: String, terms: Vec<String>, at: Placing) -> Candidate {
+        let mut tf = BTreeMap::new();
+        for t in &terms {
+            *tf.entry(t.clone()).or_insert(0.0) += 1.0;
+        }
+        let norm = tf.values().map(|v: &f64| v * v).sum::<f64>().sqrt();
+        let lower = format!(" {} ", text.to_lowercase());
+        let defines = defined_subject(&text);
+        let opening = fathom_parse::text::terms(
+            &text
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        let dangling = DANGLING.iter().any(|w| lower.contains(w));
+        let narration = NARRATION.iter().any(|w| lower.contains(w));
+        Candidate {
+            text,
+            page: at.page,
+            terms,
+            tf,
+            norm,
+            dangling,
+            heading_terms: at.heading_terms,
+            lower,
+            narration,
+            doc_list: at.list,
+            pos: at.pos,
+            doc_part: at.part,
+            defines,
+            opening,
+        }
+    }
+}
+
 /// `split`: each of `doc`'s blocks cut into sentences, used for the keys and for the
 /// candidates alike.
 fn weigh(doc: &ParsedDoc, split: &[Vec<String>]) -> Weighed {
@@ -471,34 +520,17 @@ fn weigh(doc: &ParsedDoc, split: &[Vec<String>]) -> Weighed {
             } else {
                 s
             };
-            let mut tf = BTreeMap::new();
-            for t in &terms {
-                *tf.entry(t.clone()).or_insert(0.0) += 1.0;
-            }
-            let norm = tf.values().map(|v: &f64| v * v).sum::<f64>().sqrt();
-            let lower = format!(" {} ", s.to_lowercase());
-            let defines = defined_subject(&s);
-            let opening = fathom_parse::text::terms(
-                &s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-            );
-            let dangling = DANGLING.iter().any(|w| lower.contains(w));
-            let narration = NARRATION.iter().any(|w| lower.contains(w));
-            let c = Candidate {
-                text: s,
-                page: block.page,
+            let c = Candidate::new(
+                s,
                 terms,
-                tf,
-                norm,
-                dangling,
-                heading_terms: heading_terms.clone(),
-                lower,
-                narration,
-                doc_list: list,
-                pos: at,
-                doc_part: part,
-                defines,
-                opening,
-            };
+                Placing {
+                    page: block.page,
+                    heading_terms: heading_terms.clone(),
+                    list,
+                    pos: at,
+                    part,
+                },
+            );
             fitting.push((key, list.is_some(), Some(c)));
         }
     }
