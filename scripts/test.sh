@@ -56,6 +56,11 @@ fi
 
 # Format, module cycles and lints first: a change that fails them does not land, whatever the tests say.
 # Clippy shares the suite profile's settings (no debug info, no incremental cache).
+# rustfmt and clippy come with the toolchain's default profile; added here when missing.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  echo "test: adding the rustfmt and clippy components" >&2
+  rustup component add rustfmt clippy >&2
+fi
 cargo fmt --all --check
 scripts/modcycles.py
 cargo clippy --workspace --all-targets --locked --profile suite -- -D warnings
