@@ -768,13 +768,7 @@ pub fn draft_weighed(
         let chosen = picker.pick(&cands, &rel, per_section);
         let quotes = reading_order(&cands, &rel, chosen)
             .into_iter()
-            .map(|i| Quote {
-                text: cands[i].text.clone(),
-                source_url: docs[cands[i].doc].0.url.clone(),
-                source_title: docs[cands[i].doc].0.title.clone(),
-                page: cands[i].page,
-                also: Vec::new(),
-            })
+            .map(|i| quote(docs, &cands[i]))
             .collect();
         out.push((title.clone(), quotes));
     }
@@ -805,13 +799,20 @@ fn holds_the_matter(cands: &[Placed], titles: &[&str], q_terms: &[String]) -> bo
             && (title_terms.iter().all(|tt| tt.contains(t)) || docs_holding(t) == titles.len())
     };
     let foreign = |t: &String| t.chars().any(|c| c.is_alphabetic() && c > '\u{024F}');
-    let held = |t: &String| {
-        cands
-            .iter()
-            .any(|c| c.tf.contains_key(t) || c.heading_terms.contains(t))
-    };
     let matter: Vec<&String> = q_terms.iter().filter(|t| !names_the_sources(t)).collect();
-    matter.is_empty() || matter.iter().any(|t| !foreign(t) || held(t))
+    matter.is_empty() || matter.iter().any(|t| !foreign(t) || docs_holding(t) > 0)
+}
+
+/// Candidate `c` as a quote of its document.
+fn quote(docs: &[(&ParsedDoc, &Weighed)], c: &Placed) -> Quote {
+    let doc = docs[c.doc].0;
+    Quote {
+        text: c.text.clone(),
+        source_url: doc.url.clone(),
+        source_title: doc.title.clone(),
+        page: c.page,
+        also: Vec::new(),
+    }
 }
 
 /// Whether candidate `i` goes on about its predecessor's subject ("It avoids ..."), right
@@ -1193,16 +1194,7 @@ pub fn draft_answer(
     {
         chosen.push(t);
     }
-    chosen
-        .into_iter()
-        .map(|i| Quote {
-            text: cands[i].text.clone(),
-            source_url: docs[cands[i].doc].0.url.clone(),
-            source_title: docs[cands[i].doc].0.title.clone(),
-            page: cands[i].page,
-            also: Vec::new(),
-        })
-        .collect()
+    chosen.into_iter().map(|i| quote(docs, &cands[i])).collect()
 }
 
 /// Each part (the text under a heading, or one reference entry) scored as one passage for the

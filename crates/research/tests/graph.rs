@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use fathom_corpus::Corpus;
 use fathom_engine::{EngineConfig, StepGraph};
-use fathom_research::{DEEP_RESEARCH, Research, ResearchDeps};
+use fathom_research::{DEEP_RESEARCH, Research};
 use fathom_store::Dialect;
 use fathom_testkit::db as testing;
 
@@ -19,21 +19,7 @@ async fn the_step_graph_is_the_one_checked_in_and_drawn_in_the_docs() {
             .await
             .unwrap(),
     );
-    let deps = ResearchDeps {
-        config: fathom_testkit::research_config(),
-        tools: fathom_research::tools::Tools {
-            search: corpus.clone(),
-            local: Some(corpus.clone()),
-            fetcher: corpus,
-            parser: fathom_parse::ContentParser::default(),
-            artifacts: store.clone(),
-            docs: Default::default(),
-            external: None,
-        },
-        models: None,
-        sessions: store.clone(),
-        delivery: Default::default(),
-    };
+    let deps = fathom_testkit::offline_research_deps(corpus, store.clone());
     let research = Research::new(store, EngineConfig::default(), deps);
     let wf = research.engine.workflow(DEEP_RESEARCH).unwrap();
     let graph = StepGraph::of(wf.as_ref());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use fathom_corpus::Corpus;
 use fathom_engine::store::RunStatus;
 use fathom_engine::{EngineConfig, StartOptions};
-use fathom_research::{RESEARCH_METADATA, Research, ResearchDeps};
+use fathom_research::{RESEARCH_METADATA, Research};
 use fathom_store::Dialect;
 use fathom_testkit::db as testing;
 use serde_json::json;
@@ -22,22 +22,7 @@ async fn metadata_returns_the_collection_and_the_resolved_settings_schema() {
             .await
             .unwrap(),
     );
-    let config = fathom_testkit::research_config();
-    let deps = ResearchDeps {
-        config: config.clone(),
-        tools: fathom_research::tools::Tools {
-            search: corpus.clone(),
-            local: Some(corpus.clone()),
-            fetcher: corpus,
-            parser: fathom_parse::ContentParser::default(),
-            artifacts: store.clone(),
-            docs: Default::default(),
-            external: None,
-        },
-        models: None,
-        sessions: store.clone(),
-        delivery: Default::default(),
-    };
+    let deps = fathom_testkit::offline_research_deps(corpus, store.clone());
     let research = Research::new(store, EngineConfig::default(), deps);
     let run = research
         .engine

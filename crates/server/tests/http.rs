@@ -7,7 +7,7 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use fathom_corpus::Corpus;
 use fathom_engine::EngineConfig;
-use fathom_research::{Research, ResearchDeps};
+use fathom_research::Research;
 use fathom_server::{AppState, Deployment, ServerConfig};
 use fathom_store::Dialect;
 use fathom_testkit::db::{TestDb, fresh};
@@ -81,21 +81,7 @@ async fn server_with(opts: Opts) -> Server {
     );
     corpus.refresh(&|_, _| {}).await.unwrap();
     let store = Arc::new(db.store.clone());
-    let deps = ResearchDeps {
-        config: fathom_testkit::research_config(),
-        tools: fathom_research::tools::Tools {
-            search: corpus.clone(),
-            local: Some(corpus.clone()),
-            fetcher: corpus,
-            parser: fathom_parse::ContentParser::default(),
-            artifacts: store.clone(),
-            docs: Default::default(),
-            external: None,
-        },
-        models: None,
-        sessions: store.clone(),
-        delivery: Default::default(),
-    };
+    let deps = fathom_testkit::offline_research_deps(corpus, store.clone());
     // The stream readers' poll interval is the engine's.
     let engine_config = EngineConfig {
         poll_interval: opts.poll,

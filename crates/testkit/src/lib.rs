@@ -37,3 +37,26 @@ pub fn research_config() -> fathom_research::ResearchConfig {
     )
     .expect("the shipped config is valid")
 }
+
+/// Research dependencies as `fathom research` has them offline, without a model: the local
+/// `corpus` searched, read and fetched from, and `store` for artifacts and sessions.
+pub fn offline_research_deps(
+    corpus: std::sync::Arc<fathom_corpus::Corpus>,
+    store: std::sync::Arc<fathom_store::SqlStore>,
+) -> fathom_research::ResearchDeps {
+    fathom_research::ResearchDeps {
+        config: research_config(),
+        tools: fathom_research::tools::Tools {
+            search: corpus.clone(),
+            local: Some(corpus.clone()),
+            fetcher: corpus,
+            parser: fathom_parse::ContentParser::default(),
+            artifacts: store.clone(),
+            docs: Default::default(),
+            external: None,
+        },
+        models: None,
+        sessions: store,
+        delivery: Default::default(),
+    }
+}
