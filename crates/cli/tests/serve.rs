@@ -6,7 +6,7 @@ mod served;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use fathom_engine::store::{RunFilter, RunStatus, RunStore};
 use fathom_store::Dialect;
@@ -289,12 +289,13 @@ async fn api_and_worker_roles_on_one_postgres() {
 /// not run again. Without, it never
 /// finishes: the grace (1 s) runs out, the step is cut off and runs again in the other
 /// process, its journaled calls not repeated. Either way the run is let go at once: the
-/// waiting worker carries on with it long before the lease (60 s) would have expired.
+/// waiting worker carries on with it long before the lease (an hour) would have expired: well
+/// inside the test's deadline.
 async fn sigterm_hands_the_run_over(dialect: Dialect, hold: Option<&str>) {
     let mut env = env(dialect).await;
     with_engine_config(
         &mut env,
-        json!({"lease_ttl_seconds": 60, "poll_interval_ms": 100}),
+        json!({"lease_ttl_seconds": 3600, "poll_interval_ms": 100}),
     );
     let mut envs = vec![("FATHOM_CRASH_AT", "fetch_parse_sources:2")];
     if let Some(ms) = hold {
@@ -353,11 +354,9 @@ async fn sigterm_hands_the_run_over(dialect: Dialect, hold: Option<&str>) {
             .is_terminal()
     })
     .await;
+    // Taken over within the wait's deadline, an hour before the lease would have expired:
+    // the first process let the run go.
     eprintln!("{stopped}; taken over {} ms after", takeover.as_millis());
-    assert!(
-        takeover < Duration::from_secs(10),
-        "taken over at once, not at lease expiry: {takeover:?}"
-    );
     let events = stored_events(&store, &id).await;
     assert_completed_once(&id, &events);
     let fetch_commits = sqlx::query_scalar::<_, i64>(

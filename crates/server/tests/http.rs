@@ -7,6 +7,7 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use fathom_corpus::Corpus;
 use fathom_engine::EngineConfig;
+use fathom_engine::store::RunStore;
 use fathom_research::Research;
 use fathom_server::{AppState, Deployment, ServerConfig};
 use fathom_store::Dialect;
@@ -571,10 +572,18 @@ async fn gate_reject_edit_approve_postgres() {
     gate_reject_edit_approve(Dialect::Postgres).await;
 }
 
-/// `run` waits for the end; an approval sent before the run reaches its gate is kept.
+/// `run` waits for the end; an approval sent before the run reaches its gate is kept. The
+/// server taking the request drives no runs, and the one that does starts only once the
+/// approval is in: the run cannot have reached its gate before it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocking_run_with_early_approval_and_many_readers() {
-    let s = Arc::new(server(Dialect::Sqlite, None).await);
+    let s = Arc::new(
+        server_with(Opts {
+            drive: false,
+            ..Opts::new(Dialect::Sqlite)
+        })
+        .await,
+    );
     let runner = {
         let s = s.clone();
         tokio::spawn(async move {
@@ -601,6 +610,17 @@ async fn blocking_run_with_early_approval_and_many_readers() {
     })
     .await;
     assert!(sent.is_ok(), "approval delivered within the deadline");
+    let before = s.db.store.get_run("early-1").await.unwrap().unwrap();
+    assert_eq!(
+        (before.next_seq, before.waiting_for, before.mailbox_seq),
+        (0, None, 1),
+        "the approval is in and nothing of the run has happened yet"
+    );
+    let _driver = server_with(Opts {
+        url: Some(s.db.url.clone()),
+        ..Opts::new(Dialect::Sqlite)
+    })
+    .await;
     // Three readers, one from the start, one from `now`, one resuming mid-way: each gets a
     // gap-free tail ending with the result.
     let mut readers = Vec::new();

@@ -38,18 +38,26 @@ pub fn research_config() -> fathom_research::ResearchConfig {
     .expect("the shipped config is valid")
 }
 
-/// Research dependencies as `fathom research` has them offline, without a model: the local
-/// `corpus` searched, read and fetched from, and `store` for artifacts and sessions.
+/// Research dependencies as `fathom research` has them offline, without a model, wired as the
+/// binary wires them: the local `corpus` searched and read, `fetch_url` through the safe web
+/// fetcher that serves the corpus's own `file://` URLs, and `store` for artifacts and
+/// sessions. One difference stays: the parser reads PDFs only where the `fathom` binary runs
+/// its PDF worker (the CLI's tests), so here a PDF is refused with that reason.
 pub fn offline_research_deps(
     corpus: std::sync::Arc<fathom_corpus::Corpus>,
     store: std::sync::Arc<fathom_store::SqlStore>,
 ) -> fathom_research::ResearchDeps {
+    let web = fathom_research::tools::web::web_tools(
+        &fathom_research::tools::web::WebConfig::default(),
+        Some(corpus.clone()),
+    )
+    .expect("the corpus provider needs nothing but the corpus");
     fathom_research::ResearchDeps {
         config: research_config(),
         tools: fathom_research::tools::Tools {
-            search: corpus.clone(),
-            local: Some(corpus.clone()),
-            fetcher: corpus,
+            search: web.search,
+            local: Some(corpus),
+            fetcher: web.fetcher,
             parser: fathom_parse::ContentParser::default(),
             artifacts: store.clone(),
             docs: Default::default(),
