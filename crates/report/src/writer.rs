@@ -341,14 +341,66 @@ fn elsewhere(s: &str) -> bool {
 
 /// A lead-in to a code block or a list the report leaves out ("Syntax errors, also known as
 /// parsing errors, are ...:") still states something when it is a full clause: it is quoted
-/// ending in a full stop. One that only announces ("For example:") stays a fragment.
+/// ending in a full stop. One that only announces ("For example:"), or that points at what it
+/// introduces ("... is shown by the following loop, which ...:"), stays a fragment: without
+/// its list or code it would promise what the report does not show.
 fn lead_in_as_statement(s: &str) -> Cow<'_, str> {
-    match s.trim_end().strip_suffix(':') {
-        Some(clause) if alpha_words(clause) >= 6 && !clause.ends_with(':') => {
-            Cow::Owned(format!("{clause}."))
-        }
-        _ => Cow::Borrowed(s),
+    let Some(clause) = s.trim_end().strip_suffix(':') else {
+        return Cow::Borrowed(s);
+    };
+    // A pointer in a trailing phrase of its own (", like this", ", as follows") goes, and the
+    // clause before it says what it says.
+    let clause = match clause.rsplit_once(',') {
+        Some((before, tail)) if points_ahead(tail) && alpha_words(tail) <= 4 => before,
+        _ => clause,
+    };
+    if alpha_words(clause) >= 6 && !clause.ends_with(':') && !points_ahead(clause) {
+        Cow::Owned(format!("{}.", clause.trim_end()))
+    } else {
+        Cow::Borrowed(s)
     }
+}
+
+/// Phrases by which a lead-in points at what follows it, wherever they stand ("... the
+/// following loop ...:", "... like this instead:"). A word such as "these" alone may point
+/// back ("These scenarios can be solved with ...:"), so it is not among them.
+const POINTS_AHEAD: &[&str] = &[
+    "the following",
+    "as follows",
+    "below",
+    "like this",
+    "like so",
+    "this example",
+    "shown",
+];
+
+/// Phrases that point ahead only when they end the lead-in ("... tools such as:"); inside it
+/// they name what they name ("objects such as a list").
+const POINTS_AHEAD_AT_END: &[&str] = &[
+    "such as",
+    "for example",
+    "for instance",
+    "here is",
+    "here are",
+    "include",
+    "including",
+];
+
+/// Whether a lead-in's clause points at the list, table or code after it.
+fn points_ahead(clause: &str) -> bool {
+    let words: String = clause
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let padded = format!(" {words} ");
+    POINTS_AHEAD
+        .iter()
+        .any(|p| padded.contains(&format!(" {p} ")))
+        || POINTS_AHEAD_AT_END
+            .iter()
+            .any(|p| padded.ends_with(&format!(" {p} ")))
 }
 
 /// Whether a sentence goes on about its predecessor's subject: it opens with a pronoun.

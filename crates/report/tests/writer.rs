@@ -183,6 +183,37 @@ fn a_lead_in_that_states_something_is_quoted_as_a_statement() {
     );
 }
 
+/// A lead-in that points at the code or list after it promises what a report of quotes does
+/// not show: it is not quoted. A pointer in a trailing phrase of its own (", like this:") goes,
+/// and the clause before it is quoted as the statement it is.
+#[test]
+fn a_lead_in_pointing_at_what_follows_is_not_quoted_without_it() {
+    let docs = vec![doc(
+        "tutorial/defaults",
+        &[
+            "If you do not want the default value shared between calls, you can write the function like this instead:",
+            "The default value is evaluated only once, when the function is defined.",
+            "A default value is shared between all later calls of the function when it is a mutable object such as a list, like this:",
+            "This default value example prints the list below:",
+        ],
+    )];
+    let sections = draft_sections(
+        "Why is a default value shared between calls?",
+        &["Overview".into()],
+        &docs,
+        4,
+    );
+    let mut quotes = all_quotes(&sections);
+    quotes.sort();
+    assert_eq!(
+        quotes,
+        [
+            "A default value is shared between all later calls of the function when it is a mutable object such as a list.",
+            "The default value is evaluated only once, when the function is defined."
+        ]
+    );
+}
+
 /// A question whose own words are all in a script the sources do not use, beside the name
 /// every source bears, gets no quotes (the report says nothing covered it) rather than
 /// sentences that share only that name; a word of the sources' own language in it is enough
