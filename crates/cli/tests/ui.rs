@@ -7,7 +7,9 @@
 //! - at 390 px, with the keyboard: answer clarifying questions, reject with feedback, see the
 //!   new plan, cancel;
 //! - with an API key: asked once, kept across a reload and a server restart in the middle of a
-//!   run, which the page reattaches to.
+//!   run, which the page reattaches to;
+//! - a saved report with a table, nested lists, an escaped bracket, code and hostile input, as
+//!   the server renders it, each citation leading to its source.
 //!
 //! With `FATHOM_SCREENSHOTS=DIR` the tests also save the README's screenshots there
 //! (`scripts/screenshots.sh`).
@@ -310,15 +312,19 @@ async fn run_id(b: &Browser) -> String {
 }
 
 /// Records, as the page changes, whether a report section was on screen while the run was
-/// still running: an `update_report` rendered before the run ended.
+/// still running (an `update_report` rendered before the run ended), and whether the page
+/// ever said its live updates were interrupted.
 const WATCH_LIVE_REPORT: &str = r#"
 window.__liveReport = 0;
+window.__interrupted = null;
 new MutationObserver(() => {
   const status = document.getElementById('run-status');
   const report = document.getElementById('report');
   if (status && report && status.dataset.status === 'running' && report.querySelector('.md-h2')) {
     window.__liveReport = Math.max(window.__liveReport, Number(report.dataset.updates || 0));
   }
+  const conn = document.getElementById('run-connection');
+  if (conn && !conn.hidden && !window.__interrupted) window.__interrupted = conn.textContent;
 }).observe(document.getElementById('main'), { subtree: true, childList: true, attributes: true, characterData: true });
 return true;
 "#;
@@ -424,6 +430,9 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         live.as_u64().unwrap_or(0) >= 1,
         "no update_report was rendered while the run was running: {live}"
     );
+    // The server ends the stream after the run's last event: that is no interruption.
+    let interrupted = b.exec("return window.__interrupted;", vec![]).await;
+    assert_eq!(interrupted, Value::Null, "the page said: {interrupted}");
     // The edited query is what was searched.
     b.wait_for_text(
         "#timeline [data-tool=web_search]",
@@ -815,68 +824,221 @@ async fn api_key_reload_and_server_restart_mid_run() {
     drop(served);
 }
 
-fn para2_has(r: &Value, text: &str) -> bool {
-    r["para2"].as_str().is_some_and(|p| p.contains(text))
-}
+/// A saved report with what two readers of Markdown would disagree on (a table, nested
+/// lists, an escaped bracket, code) and hostile input.
+const MARKUP_REPORT: &str = r#"# Title with <b>tags</b>
 
-/// The UI's own modules, in the browser: the Markdown renderer keeps hostile input inert and
-/// renders what reports contain; events and plan fields the UI does not know are shown as
-/// they are (another workflow version may add them).
+<img src=x onerror="window.__pwned=1"> and <script>window.__pwned=2</script>
+
+A [bad](javascript:window.__pwned=3) link, a [good](https://example.org/x) one,
+a **strong** and _em_ word, snake_case_name, `code <i>`, \[2\] escaped, cited [1] [3].
+
+## Lists
+
+- one
+- two with [1]
+  1. nested first
+  2. nested second
+     - deeper
+
+## A table
+
+| Kind | Count |
+|:-----|------:|
+| boxes | 12 |
+| x \| y | [2] |
+
+> quoted
+
+```
+<script>not run</script>
+```
+
+## Sources
+
+1. The Rust book — `https://doc.rust-lang.org/book/`
+2. A local note, p. 2 — `file:///corpus/note.pdf#page=2`
+3. The reference — `https://doc.rust-lang.org/reference/`
+"#;
+
+/// What the report panel shows of [`MARKUP_REPORT`], read from the page.
+const READ_REPORT: &str = r#"
+const report = document.getElementById('report');
+const all = (css) => Array.from(report.querySelectorAll(css));
+const text = (css) => { const e = report.querySelector(css); return e ? e.textContent : null; };
+return {
+  pwned: window.__pwned || 0,
+  elements: all('*').map((e) => e.tagName.toLowerCase()).filter((t, i, a) => a.indexOf(t) === i).sort(),
+  title: text('h3.md-h1'),
+  sections: all('h4.md-h2').map((e) => e.textContent),
+  links: all('a:not(.cite)').map((a) => [a.getAttribute('href'), a.target]),
+  cites: all('a.cite').map((a) => [a.textContent, a.getAttribute('href').replace(/^#\/run\/[^/]+/, ''), a.title]),
+  para2: report.querySelectorAll('p')[1].textContent,
+  nested: all('ul > li > ol > li').map((e) => e.firstChild.textContent),
+  deeper: all('ol > li > ul > li').map((e) => e.textContent),
+  head: all('th').map((e) => [e.textContent, getComputedStyle(e).textAlign]),
+  cells: all('tbody td').map((e) => [e.textContent, getComputedStyle(e).textAlign]),
+  tableScrolls: Boolean(report.querySelector('.table-wrap > table')),
+  code: text('pre code'),
+  quote: text('blockquote'),
+  sources: Array.from(document.querySelectorAll('#cited-sources > li'))
+    .filter((li) => li.getClientRects().length > 0)
+    .map((li) => [li.id, li.querySelector('.source-title').textContent, li.querySelector('.source-url').textContent]),
+};
+"#;
+
+/// A saved report, as the page shows it: rendered by the server as its exports are, hostile
+/// input inert, a table, nested lists, an escaped bracket and code right, each citation
+/// leading to its source. Then the UI's own modules: events and plan fields it does not know
+/// are shown as they are (another workflow version may add them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn markdown_unknown_fields_and_a_failed_run_in_the_browser() {
+async fn report_markup_unknown_fields_and_a_failed_run_in_the_browser() {
     let corpus_env = env();
     let served = Served::start(&corpus_env, free_port(), None);
+    let saved: Value = http()
+        .post(format!("{}/api/v1/beta/agent-data", served.root))
+        .json(&json!({
+            "deployment_name": "_public",
+            "collection": "research-sessions",
+            "data": {
+                "research_id": "saved-markup",
+                "query": "How is a report shown?",
+                "status": "completed",
+                "report_markdown": MARKUP_REPORT,
+                "settings": {},
+            },
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(saved["id"].is_string(), "{saved}");
     let b = browser(1024, 768).await;
-    b.goto(&format!("{}/", served.root)).await;
-    b.wait_for("#question").await;
+    b.goto(&format!("{}/#/run/saved-markup", served.root)).await;
+    b.wait_until(
+        "the saved report, rendered, and its sources",
+        "return document.querySelector('#report .md-h1') \
+           && document.querySelectorAll('#cited-sources > li').length === 3;",
+        vec![],
+    )
+    .await;
+    let r = b.exec(READ_REPORT, vec![]).await;
+    assert_eq!(r["pwned"], 0, "{r}");
+    assert_eq!(
+        r["elements"],
+        json!([
+            "a",
+            "blockquote",
+            "code",
+            "div",
+            "em",
+            "h3",
+            "h4",
+            "li",
+            "ol",
+            "p",
+            "pre",
+            "strong",
+            "table",
+            "tbody",
+            "td",
+            "th",
+            "thead",
+            "tr",
+            "ul"
+        ]),
+        "no element but Markdown's: {r}"
+    );
+    assert_eq!(r["title"], "Title with <b>tags</b>", "{r}");
+    assert_eq!(r["sections"], json!(["Lists", "A table"]), "{r}");
+    // The javascript: link is text, not a link; the web link opens apart.
+    assert_eq!(
+        r["links"],
+        json!([["https://example.org/x", "_blank"]]),
+        "{r}"
+    );
+    let para2 = r["para2"].as_str().unwrap();
+    for want in ["A bad link", "snake_case_name", "code <i>", "[2] escaped"] {
+        assert!(para2.contains(want), "{want}: {r}");
+    }
+    // Each citation leads to its source and names it; the escaped [2] is not one.
+    assert_eq!(
+        r["cites"],
+        json!([
+            ["[1]", "/source/1", "The Rust book"],
+            ["[3]", "/source/3", "The reference"],
+            ["[1]", "/source/1", "The Rust book"],
+            ["[2]", "/source/2", "A local note, p. 2"]
+        ]),
+        "{r}"
+    );
+    assert_eq!(r["nested"], json!(["nested first", "nested second"]), "{r}");
+    assert_eq!(r["deeper"], json!(["deeper"]), "{r}");
+    assert_eq!(
+        r["head"],
+        json!([["Kind", "left"], ["Count", "right"]]),
+        "{r}"
+    );
+    assert_eq!(
+        r["cells"],
+        json!([
+            ["boxes", "left"],
+            ["12", "right"],
+            ["x | y", "left"],
+            ["[2]", "right"]
+        ]),
+        "{r}"
+    );
+    assert_eq!(r["tableScrolls"], true, "{r}");
+    assert_eq!(r["code"], "<script>not run</script>", "{r}");
+    assert_eq!(r["quote"].as_str().map(str::trim), Some("quoted"), "{r}");
+    // The sources are listed on the page, from the report's own list as the server read it
+    // (this session records no others).
+    assert_eq!(
+        r["sources"],
+        json!([
+            [
+                "source-1",
+                "The Rust book",
+                "https://doc.rust-lang.org/book/"
+            ],
+            ["source-2", "A local note, p. 2", "/corpus/note.pdf"],
+            [
+                "source-3",
+                "The reference",
+                "https://doc.rust-lang.org/reference/"
+            ]
+        ]),
+        "{r}"
+    );
+    assert_contrast(&b, "report markup").await;
+    assert_fits(&b, "report markup").await;
+    shot_sized(&b, "report-markup", Some((768, 1800))).await;
+    b.click_css("#report a.cite[data-n='2']").await;
+    b.wait_until(
+        "the cited source to take the focus",
+        "return document.activeElement && document.activeElement.id === 'source-2' \
+           && document.activeElement.classList.contains('flash');",
+        vec![],
+    )
+    .await;
+    assert!(
+        b.current_url()
+            .await
+            .ends_with("#/run/saved-markup/source/2"),
+        "a citation has an address"
+    );
+
     let r = b
         .exec_async(
             r#"
             const done = arguments[arguments.length - 1];
             (async () => {
-              const md = await import('./assets/markdown.js');
               const state = await import('./assets/run-state.js');
               const plan = await import('./assets/plan-review.js');
-              const box = document.createElement('div');
-              const cite = (n) => { const a = document.createElement('a'); a.className = 'cite'; a.href = '#c' + n; a.textContent = `[${n}]`; return a; };
-              box.append(md.renderMarkdown([
-                '# Title with <b>tags</b>',
-                '',
-                '<img src=x onerror="window.__pwned=1"> and <script>window.__pwned=2</script>',
-                '',
-                'A [bad](javascript:window.__pwned=3) link, a [good](https://example.org/x) one,',
-                'a **strong** and _em_ word, snake_case_name, `code <i>`, \\[2\\] escaped, cited [1] [3].',
-                '',
-                '- one',
-                '- two with [1]',
-                '',
-                '1. first',
-                '2. second',
-                '',
-                '| a | b |',
-                '|---|--:|',
-                '| 1 | x \\| y |',
-                '',
-                '> quoted',
-                '',
-                '```',
-                '<script>not run</script>',
-                '```',
-              ].join('\n'), { cite }));
-              document.body.append(box);
-              const links = Array.from(box.querySelectorAll('a:not(.cite)')).map((a) => a.getAttribute('href'));
-              const out = {
-                pwned: window.__pwned || 0,
-                elements: Array.from(box.querySelectorAll('*')).map((e) => e.tagName.toLowerCase()).filter((t, i, a) => a.indexOf(t) === i).sort(),
-                links,
-                cites: Array.from(box.querySelectorAll('a.cite')).map((a) => a.textContent),
-                text: box.querySelector('p').textContent,
-                para2: box.querySelectorAll('p')[1].textContent,
-                cell: box.querySelector('td:last-child').textContent,
-                align: box.querySelector('th:last-child').className,
-                code: box.querySelector('pre code').textContent,
-                h1: box.querySelector('h1').textContent,
-              };
+              const out = {};
               // An event type this UI does not know, and one it does.
               const run = state.newRun('x');
               const changed = state.apply(run, { type: 'QueryModeChosen', types: null, value: { mode: 'deep', why: 'broad' } }, 3);
@@ -896,45 +1058,6 @@ async fn markdown_unknown_fields_and_a_failed_run_in_the_browser() {
         )
         .await;
     assert!(r.get("error").is_none(), "{r}");
-    assert_eq!(r["pwned"], 0, "{r}");
-    assert_eq!(
-        r["elements"],
-        json!([
-            "a",
-            "blockquote",
-            "code",
-            "div",
-            "em",
-            "h1",
-            "li",
-            "ol",
-            "p",
-            "pre",
-            "span",
-            "strong",
-            "table",
-            "tbody",
-            "td",
-            "th",
-            "thead",
-            "tr",
-            "ul"
-        ]),
-        "no element but Markdown's: {r}"
-    );
-    // The javascript: link is text, not a link.
-    assert_eq!(r["links"], json!(["https://example.org/x"]), "{r}");
-    assert!(para2_has(&r, "A bad link"), "{r}");
-    assert_eq!(r["cites"], json!(["[1]", "[3]", "[1]"]), "{r}");
-    assert!(r["text"].as_str().unwrap().contains("<img src=x"), "{r}");
-    let para2 = r["para2"].as_str().unwrap();
-    assert!(para2.contains("snake_case_name"), "{r}");
-    assert!(para2.contains("[2] escaped"), "{r}");
-    assert!(para2.contains("code <i>"), "{r}");
-    assert_eq!(r["cell"], "x | y");
-    assert_eq!(r["align"], "align-right");
-    assert_eq!(r["code"], "<script>not run</script>");
-    assert_eq!(r["h1"], "Title with <b>tags</b>");
     assert_eq!(r["unknown"], "other");
     assert_eq!(r["unknownType"], "QueryModeChosen");
     assert_eq!(r["phase"], "review");

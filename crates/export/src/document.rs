@@ -5,9 +5,14 @@
 //! them alike: the list under the closing `## Sources` heading (in any language the report
 //! writes, `## Quellen` say) is the sources list (each
 //! item anchored as `source-N`, its address, written as a code span, made a link), and a
-//! `[n]` in the text that names a listed source is a citation.
+//! `[n]` in the text that names a listed source is a citation. Brackets written escaped
+//! (`\[2\]`) or as entities are text: that is how a writer says a `[2]` is not a citation.
 
-use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use std::ops::Range;
+
+use pulldown_cmark::{
+    CodeBlockKind, Event, HeadingLevel, OffsetIter, Options, Parser, Tag, TagEnd,
+};
 
 /// Lists and quotes nested deeper than this are laid out at this depth: their text is kept,
 /// and the writers, which recurse, stay within a bounded stack.
@@ -91,17 +96,28 @@ pub struct Document {
     pub language: String,
 }
 
+/// An entry of the sources list, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedSource {
+    pub n: u32,
+    /// The entry's text before its address: the source's title (with its kind, local file or
+    /// web page, in a report that cites both).
+    pub title: String,
+    /// The address the entry ends with, if it ends with one.
+    pub url: Option<String>,
+}
+
 impl Document {
     /// Reads `markdown` (CommonMark with tables). Raw HTML is kept as text, never markup;
     /// images become their description.
     pub fn from_markdown(markdown: &str) -> Document {
-        let mut events = Parser::new_ext(markdown, Options::ENABLE_TABLES).peekable();
-        let mut blocks = read_blocks(&mut events, 0);
-        let sources = mark_sources(&mut blocks);
+        let mut blocks = read_blocks(&mut Events::new(markdown, &[]), 0);
+        let mut sources = mark_sources(&mut blocks);
+        // Which `[n]` are citations is known once the sources list, which closes the report,
+        // is found: the report is read again to split them out where the brackets are markup.
         if !sources.is_empty() {
-            for b in &mut blocks {
-                mark_citations(b, &sources);
-            }
+            blocks = read_blocks(&mut Events::new(markdown, &sources), 0);
+            sources = mark_sources(&mut blocks);
         }
         let title = blocks
             .iter()
@@ -122,7 +138,7 @@ impl Document {
 
     /// The title [`Document::from_markdown`] finds, reading no further than the heading.
     pub fn title_of(markdown: &str) -> String {
-        let mut events = Parser::new_ext(markdown, Options::ENABLE_TABLES).peekable();
+        let mut events = Events::new(markdown, &[]);
         // Each pass consumes at least one event.
         while let Some(ev) = events.next() {
             if let Event::Start(Tag::Heading {
@@ -137,6 +153,99 @@ impl Document {
             }
         }
         "Report".to_string()
+    }
+
+    /// Which top-level block is the sources list; its heading is the block before it.
+    pub fn sources_list(&self) -> Option<usize> {
+        self.blocks.iter().rposition(|b| {
+            matches!(b, Block::List { items, .. } if items.first().is_some_and(|i| i.anchor.is_some()))
+        })
+    }
+
+    /// The report without its sources list and the list's heading.
+    pub fn body(&self) -> impl Iterator<Item = &Block> {
+        let skip = self
+            .sources_list()
+            .map_or(0..0, |at| at.saturating_sub(1)..at + 1);
+        self.blocks
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| !skip.contains(i))
+            .map(|(_, b)| b)
+    }
+
+    /// The entries of the sources list: `n. Title — address`.
+    pub fn listed_sources(&self) -> Vec<ListedSource> {
+        let Some(Block::List { items, .. }) = self.sources_list().map(|at| &self.blocks[at]) else {
+            return Vec::new();
+        };
+        items
+            .iter()
+            .zip(&self.sources)
+            .map(|(item, &n)| {
+                let text = match item.blocks.first() {
+                    Some(Block::Paragraph(text)) => text.as_slice(),
+                    _ => &[],
+                };
+                // The address is the last link or code span (an address no reader may follow
+                // stays code); the title is what comes before it, without the dash.
+                let address = text
+                    .iter()
+                    .rposition(|i| matches!(i, Inline::Run(r) if r.link.is_some() || r.style.code));
+                match address.map(|at| (at, &text[at])) {
+                    Some((at, Inline::Run(run))) => ListedSource {
+                        n,
+                        title: plain_text(&text[..at])
+                            .trim_end()
+                            .trim_end_matches('—')
+                            .trim()
+                            .to_string(),
+                        url: Some(run.link.clone().unwrap_or_else(|| run.text.clone())),
+                    },
+                    _ => ListedSource {
+                        n,
+                        title: plain_text(text).trim().to_string(),
+                        url: None,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// The sources the body cites, each once, in the order they are first cited.
+    pub fn citations(&self) -> Vec<u32> {
+        fn inlines(text: &[Inline], out: &mut Vec<u32>) {
+            for i in text {
+                if let Inline::Citation(n) = i
+                    && !out.contains(n)
+                {
+                    out.push(*n);
+                }
+            }
+        }
+        // Bounded by the model's nesting.
+        fn blocks<'a>(list: impl IntoIterator<Item = &'a Block>, out: &mut Vec<u32>) {
+            for b in list {
+                match b {
+                    Block::Heading { text, .. } | Block::Paragraph(text) => inlines(text, out),
+                    Block::Table { header, rows, .. } => {
+                        for cell in header.iter().chain(rows.iter().flatten()) {
+                            inlines(cell, out);
+                        }
+                    }
+                    Block::List { items, .. } => {
+                        for item in items {
+                            blocks(&item.blocks, out);
+                        }
+                    }
+                    Block::Quote(quoted) => blocks(quoted, out),
+                    Block::Code { .. } | Block::Rule => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        blocks(self.body(), &mut out);
+        out
     }
 }
 
@@ -167,7 +276,69 @@ pub fn safe_link(url: &str) -> Option<String> {
         .filter(|u| !u.chars().any(char::is_whitespace))
 }
 
-type Events<'a> = std::iter::Peekable<Parser<'a>>;
+/// The parser's events, read knowing where each came from in the Markdown: a bracket written
+/// escaped (`\[`) or as an entity (`&#91;`) is told apart from one written as markup.
+struct Events<'a> {
+    inner: std::iter::Peekable<OffsetIter<'a>>,
+    source: &'a str,
+    /// Where the last event that is not a tag ended: a backslash after it is an escape's.
+    leaf_end: usize,
+    /// The text event last read starts with a character written escaped or as an entity.
+    literal_start: bool,
+    /// The sources a `[n]` may name: none on a first read, before the list is found.
+    sources: &'a [u32],
+}
+
+impl<'a> Events<'a> {
+    fn new(markdown: &'a str, sources: &'a [u32]) -> Events<'a> {
+        Events {
+            inner: Parser::new_ext(markdown, Options::ENABLE_TABLES)
+                .into_offset_iter()
+                .peekable(),
+            source: markdown,
+            leaf_end: 0,
+            literal_start: false,
+            sources,
+        }
+    }
+
+    fn peek(&mut self) -> Option<&Event<'a>> {
+        self.inner.peek().map(|(ev, _)| ev)
+    }
+
+    /// Whether `text`, read from `range`, starts with a character the Markdown escaped or wrote
+    /// as an entity. The parser drops an escape's backslash and starts a new text event after
+    /// it, so the backslash sits just before the event, past the previous one.
+    fn starts_literal(&self, text: &str, range: &Range<usize>) -> bool {
+        let escaped = range.start > self.leaf_end
+            && self
+                .source
+                .get(..range.start)
+                .is_some_and(|s| s.ends_with('\\'));
+        let first = text.chars().next();
+        let as_written = self
+            .source
+            .get(range.start..)
+            .is_some_and(|s| s.chars().next() == first);
+        escaped || !as_written
+    }
+}
+
+impl<'a> Iterator for Events<'a> {
+    type Item = Event<'a>;
+
+    fn next(&mut self) -> Option<Event<'a>> {
+        let (ev, range) = self.inner.next()?;
+        self.literal_start = match &ev {
+            Event::Text(text) => self.starts_literal(text, &range),
+            _ => false,
+        };
+        if !matches!(ev, Event::Start(_) | Event::End(_)) {
+            self.leaf_end = range.end;
+        }
+        Some(ev)
+    }
+}
 
 /// Blocks until the end tag of the container they are in (or the end of input). Below
 /// [`MAX_NESTING`] containers are not opened (no recursion): their blocks join this one's.
@@ -359,10 +530,17 @@ struct InlineState {
     italic: usize,
     link: Option<Option<String>>,
     out: Vec<Inline>,
+    /// Brackets written escaped or as entities: the run in `out`, the byte offset in its text.
+    literal: Vec<(usize, usize)>,
 }
 
 impl InlineState {
     fn push_text(&mut self, text: &str, code: bool) {
+        self.push(text, code, false);
+    }
+
+    /// Adds `text`; `literal_start`: its first character was escaped or an entity.
+    fn push(&mut self, text: &str, code: bool, literal_start: bool) {
         if text.is_empty() {
             return;
         }
@@ -372,24 +550,55 @@ impl InlineState {
             code,
         };
         let link = self.link.clone().flatten();
-        if let Some(Inline::Run(last)) = self.out.last_mut()
-            && last.style == style
-            && last.link == link
-        {
-            last.text.push_str(text);
-            return;
+        let at = match self.out.last_mut() {
+            Some(Inline::Run(last)) if last.style == style && last.link == link => {
+                let at = last.text.len();
+                last.text.push_str(text);
+                at
+            }
+            _ => {
+                self.out.push(Inline::Run(Run {
+                    text: text.to_string(),
+                    style,
+                    link,
+                }));
+                0
+            }
+        };
+        if literal_start && text.starts_with(['[', ']']) {
+            self.literal.push((self.out.len() - 1, at));
         }
-        self.out.push(Inline::Run(Run {
-            text: text.to_string(),
-            style,
-            link,
-        }));
+    }
+
+    /// The inlines read, with each `[n]` naming one of `sources` split out as a citation
+    /// (not in code or a link's text, nor with a bracket written as text).
+    fn finish(self, sources: &[u32]) -> Vec<Inline> {
+        if sources.is_empty() {
+            return self.out;
+        }
+        let mut out = Vec::with_capacity(self.out.len());
+        for (i, inline) in self.out.into_iter().enumerate() {
+            match inline {
+                Inline::Run(run) if !run.style.code && run.link.is_none() => {
+                    let literal: Vec<usize> = self
+                        .literal
+                        .iter()
+                        .filter(|(r, _)| *r == i)
+                        .map(|&(_, at)| at)
+                        .collect();
+                    split_citations(run, sources, &literal, &mut out);
+                }
+                other => out.push(other),
+            }
+        }
+        out
     }
 
     /// Applies one inline event; false for an event that ends the inline content.
-    fn apply(&mut self, ev: Event) -> bool {
+    /// `literal_start`: a text event's first character was escaped or an entity.
+    fn apply(&mut self, ev: Event, literal_start: bool) -> bool {
         match ev {
-            Event::Text(t) => self.push_text(&t, false),
+            Event::Text(t) => self.push(&t, false, literal_start),
             Event::Code(t) => self.push_text(&t, true),
             Event::InlineMath(t) | Event::DisplayMath(t) => self.push_text(&t, true),
             // Raw HTML is shown as written: an export never interprets it.
@@ -419,13 +628,13 @@ impl InlineState {
 /// Inline content up to the end tag of its block (consumed).
 fn read_inlines(events: &mut Events) -> Vec<Inline> {
     let mut state = InlineState::default();
-    for ev in events.by_ref() {
+    while let Some(ev) = events.next() {
         if matches!(ev, Event::End(_)) && !is_inline_end(&ev) {
             break;
         }
-        state.apply(ev);
+        state.apply(ev, events.literal_start);
     }
-    state.out
+    state.finish(events.sources)
 }
 
 /// Inline content until the next block-level event (left unconsumed).
@@ -442,10 +651,10 @@ fn read_loose_inlines(events: &mut Events) -> Vec<Inline> {
             break;
         }
         if let Some(ev) = events.next() {
-            state.apply(ev);
+            state.apply(ev, events.literal_start);
         }
     }
-    state.out
+    state.finish(events.sources)
 }
 
 fn is_inline_tag(tag: &Tag) -> bool {
@@ -514,79 +723,55 @@ fn mark_sources(blocks: &mut [Block]) -> Vec<u32> {
     numbers
 }
 
-/// Splits `[n]` markers naming a listed source out of plain text runs.
-fn mark_citations(block: &mut Block, sources: &[u32]) {
-    match block {
-        Block::Heading { text, .. } | Block::Paragraph(text) => split_citations(text, sources),
-        Block::List { items, .. } => {
-            for item in items {
-                for b in &mut item.blocks {
-                    mark_citations(b, sources);
-                }
-            }
-        }
-        Block::Table { header, rows, .. } => {
-            for cell in header.iter_mut().chain(rows.iter_mut().flatten()) {
-                split_citations(cell, sources);
-            }
-        }
-        Block::Quote(blocks) => {
-            for b in blocks {
-                mark_citations(b, sources);
-            }
-        }
-        Block::Code { .. } | Block::Rule => {}
-    }
-}
-
-fn split_citations(inlines: &mut Vec<Inline>, sources: &[u32]) {
-    let mut out = Vec::with_capacity(inlines.len());
-    for inline in inlines.drain(..) {
-        match inline {
-            Inline::Run(run) if !run.style.code && run.link.is_none() => {
-                let mut rest = run.text.as_str();
-                // Each pass consumes up to and past one marker, or the rest.
-                while !rest.is_empty() {
-                    match next_citation(rest, sources) {
-                        Some((at, len, n)) => {
-                            if at > 0 {
-                                out.push(Inline::Run(Run {
-                                    text: rest[..at].to_string(),
-                                    ..run.clone()
-                                }));
-                            }
-                            out.push(Inline::Citation(n));
-                            rest = &rest[at + len..];
-                        }
-                        None => {
-                            out.push(Inline::Run(Run {
-                                text: rest.to_string(),
-                                ..run.clone()
-                            }));
-                            rest = "";
-                        }
-                    }
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    *inlines = out;
-}
-
-/// The first `[n]` in `text` with n a listed source: its byte offset, length and number.
-fn next_citation(text: &str, sources: &[u32]) -> Option<(usize, usize, u32)> {
-    let bytes = text.as_bytes();
+/// Splits the `[n]` markers naming one of `sources` out of `run` into `out`; a bracket at a
+/// byte offset in `literal` is text.
+fn split_citations(run: Run, sources: &[u32], literal: &[usize], out: &mut Vec<Inline>) {
     let mut from = 0;
+    // Each pass consumes up to and past one marker, or the rest.
+    while from < run.text.len() {
+        match next_citation(&run.text, from, sources, literal) {
+            Some((at, len, n)) => {
+                if at > from {
+                    out.push(Inline::Run(Run {
+                        text: run.text[from..at].to_string(),
+                        ..run.clone()
+                    }));
+                }
+                out.push(Inline::Citation(n));
+                from = at + len;
+            }
+            None => {
+                out.push(Inline::Run(Run {
+                    text: run.text[from..].to_string(),
+                    ..run.clone()
+                }));
+                from = run.text.len();
+            }
+        }
+    }
+}
+
+/// The first `[n]` in `text` from byte `from` with n one of `sources` and neither bracket at a
+/// byte offset in `literal`: its byte offset, length and number.
+fn next_citation(
+    text: &str,
+    mut from: usize,
+    sources: &[u32],
+    literal: &[usize],
+) -> Option<(usize, usize, u32)> {
+    let bytes = text.as_bytes();
     while let Some(i) = text[from..].find('[').map(|i| i + from) {
         let digits = bytes[i + 1..]
             .iter()
             .take_while(|b| b.is_ascii_digit())
             .count();
+        let close = i + 1 + digits;
         if digits > 0
             && digits < 10
-            && bytes.get(i + 1 + digits) == Some(&b']')
-            && let Ok(n) = text[i + 1..i + 1 + digits].parse::<u32>()
+            && bytes.get(close) == Some(&b']')
+            && !literal.contains(&i)
+            && !literal.contains(&close)
+            && let Ok(n) = text[i + 1..close].parse::<u32>()
             && sources.contains(&n)
         {
             return Some((i, digits + 2, n));
@@ -675,6 +860,78 @@ mod tests {
             panic!()
         };
         assert!(first.iter().any(|i| matches!(i, Inline::Run(r) if r.link.as_deref() == Some("file:///corpus/book.pdf#page=3") && !r.style.code)));
+    }
+
+    #[test]
+    fn escaped_brackets_and_entities_are_text_not_citations() {
+        let md = "# T\n\nSaid [1], not \\[2\\], &#91;1&#93; nor [2\\] but \\\\[1].\n\n\
+                  **Bold [1] and [9]**\n\n## Sources\n\n1. A — `https://a.test/`\n2. B — `https://b.test/`\n";
+        let doc = Document::from_markdown(md);
+        let run = |text: &str, bold| {
+            Inline::Run(Run {
+                text: text.into(),
+                style: Style {
+                    bold,
+                    ..Style::default()
+                },
+                link: None,
+            })
+        };
+        assert_eq!(
+            doc.blocks[1],
+            Block::Paragraph(vec![
+                run("Said ", false),
+                Inline::Citation(1),
+                run(", not [2], [1] nor [2] but \\", false),
+                Inline::Citation(1),
+                run(".", false),
+            ])
+        );
+        // A citation in bold text leaves the text around it bold.
+        assert_eq!(
+            doc.blocks[2],
+            Block::Paragraph(vec![
+                run("Bold ", true),
+                Inline::Citation(1),
+                run(" and [9]", true),
+            ])
+        );
+        assert_eq!(doc.citations(), vec![1]);
+    }
+
+    #[test]
+    fn the_sources_list_is_data_and_the_body_is_the_rest() {
+        let md = "# T\n\nText [2] and [1].\n\n## Sources\n\n\
+                  1. The book, p. 3 (local file) — `file:///c/book.pdf#page=3`\n\
+                  2. A *page* — `https://a.test/x`\n3. Odd — `ftp://o.test/`\n4. No address\n";
+        let doc = Document::from_markdown(md);
+        let listed = doc.listed_sources();
+        let entry = |n, title: &str, url: Option<&str>| ListedSource {
+            n,
+            title: title.into(),
+            url: url.map(String::from),
+        };
+        assert_eq!(
+            listed,
+            vec![
+                entry(
+                    1,
+                    "The book, p. 3 (local file)",
+                    Some("file:///c/book.pdf#page=3")
+                ),
+                entry(2, "A page", Some("https://a.test/x")),
+                entry(3, "Odd", Some("ftp://o.test/")),
+                entry(4, "No address", None),
+            ]
+        );
+        assert_eq!(doc.citations(), vec![2, 1]);
+        let body: Vec<&Block> = doc.body().collect();
+        assert_eq!(body.len(), 2, "{body:?}");
+        assert!(matches!(body[0], Block::Heading { level: 1, .. }));
+        // Without a sources list, the body is the whole report.
+        let plain = Document::from_markdown("# T\n\nText [1].\n");
+        assert_eq!(plain.body().count(), 2);
+        assert!(plain.listed_sources().is_empty() && plain.citations().is_empty());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! A standalone HTML page: one file with its styles inline, nothing loaded from elsewhere (a
 //! Content-Security-Policy says so to the browser too), each citation a link to its entry in
-//! the sources list, and each source's address a link. The model bounds nesting, so the
-//! recursion here is bounded too.
+//! the sources list, and each source's address a link. The same markup, without the page and
+//! the sources list, is the fragment a page of its own shows (the web UI's). Every attribute
+//! is a class, an address or a number, so a page whose policy forbids inline styles shows it
+//! whole. The model bounds nesting, so the recursion here is bounded too.
 
 use crate::document::{Align, Block, Document, Inline, ListItem};
 
@@ -23,6 +25,8 @@ pre code { background: none; padding: 0; }
 table { border-collapse: collapse; width: 100%; }
 th, td { border: 1px solid #c8c8c8; padding: 0.35em 0.6em; vertical-align: top; }
 th { background: #f0f0f0; text-align: left; }
+.align-center { text-align: center; }
+.align-right { text-align: right; }
 blockquote { border-left: 4px solid #d0d0d0; margin-left: 0; padding-left: 1em; color: #444; }
 hr { border: 0; border-top: 1px solid #d0d0d0; margin: 2em 0; }
 li[id]:target { background: #fff3c4; }
@@ -46,7 +50,7 @@ pub fn write(doc: &Document) -> Vec<u8> {
     out.push_str("<style>");
     out.push_str(STYLE);
     out.push_str("</style>\n</head>\n<body>\n<main>\n");
-    let sources_list = sources_list_index(doc);
+    let sources_list = doc.sources_list();
     for (i, b) in doc.blocks.iter().enumerate() {
         block(&mut out, b, Some(i) == sources_list);
     }
@@ -54,11 +58,13 @@ pub fn write(doc: &Document) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// Which top-level block is the sources list.
-fn sources_list_index(doc: &Document) -> Option<usize> {
-    doc.blocks.iter().rposition(|b| {
-        matches!(b, Block::List { items, .. } if items.first().is_some_and(|i| i.anchor.is_some()))
-    })
+/// The report's body (without its sources list) as the page writes it, for a page of its own.
+pub fn fragment(doc: &Document) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    for b in doc.body() {
+        block(&mut out, b, false);
+    }
+    out
 }
 
 fn block(out: &mut String, b: &Block, is_sources: bool) {
@@ -154,8 +160,8 @@ fn list(out: &mut String, start: Option<u64>, items: &[ListItem], sources: bool)
 
 fn align_attr(align: Option<&Align>) -> &'static str {
     match align {
-        Some(Align::Center) => " style=\"text-align: center\"",
-        Some(Align::Right) => " style=\"text-align: right\"",
+        Some(Align::Center) => " class=\"align-center\"",
+        Some(Align::Right) => " class=\"align-right\"",
         _ => "",
     }
 }
@@ -194,7 +200,7 @@ fn inlines(out: &mut String, text: &[Inline]) {
                 }
             }
             Inline::Citation(n) => out.push_str(&format!(
-                "<a class=\"cite\" href=\"#source-{n}\" aria-label=\"Source {n}\">[{n}]</a>"
+                "<a class=\"cite\" href=\"#source-{n}\" data-n=\"{n}\" aria-label=\"Source {n}\">[{n}]</a>"
             )),
             Inline::LineBreak => out.push_str("<br />"),
         }
@@ -241,6 +247,32 @@ mod tests {
         assert!(
             html.contains("href=\"https://a.test/?q=1&amp;r=2\""),
             "{html}"
+        );
+    }
+
+    #[test]
+    fn the_fragment_is_the_body_as_the_page_writes_it() {
+        let doc = Document::from_markdown(
+            "# T\n\n| a | b | c |\n|:-:|--:|:--|\n| <i> | \\[1\\] | [1] |\n\n## Sources\n\n1. S — `https://a.test/`\n",
+        );
+        let fragment = fragment(&doc);
+        let page = String::from_utf8(write(&doc)).unwrap();
+        assert!(page.contains(&fragment), "{fragment}\n{page}");
+        assert!(
+            !fragment.contains("id=\"source-1\""),
+            "no sources list: {fragment}"
+        );
+        assert!(!fragment.contains("style="), "{fragment}");
+        assert!(
+            fragment.contains(
+                "<th class=\"align-center\">a</th><th class=\"align-right\">b</th><th>c</th>"
+            ),
+            "{fragment}"
+        );
+        assert!(
+            fragment.contains("<td class=\"align-center\">&lt;i&gt;</td><td class=\"align-right\">[1]</td><td>\
+                 <a class=\"cite\" href=\"#source-1\" data-n=\"1\" aria-label=\"Source 1\">[1]</a></td>"),
+            "{fragment}"
         );
     }
 }

@@ -6,6 +6,8 @@
 //! standard fonts, a DOCX. [`render`] does that for any Markdown; [`SessionExports`] does it
 //! for a saved research session, keeping each export as a content-addressed artifact recorded
 //! in the session's `exports`, so the same export of the same report is made once.
+//! [`render_fragment`] gives a page of its own (the web UI's) the same HTML without the page
+//! around it, and the sources list as data.
 //!
 //! The writers are deterministic (no clock, no random ids in the files): the same report
 //! always gives the same bytes, hence the same `file_id`.
@@ -19,7 +21,7 @@ mod stored;
 use std::fmt;
 use std::str::FromStr;
 
-pub use document::Document;
+pub use document::{Document, ListedSource};
 pub use stored::{RENDERER_VERSION, SessionExports, StoredExport};
 
 /// Reports larger than this are refused: an export is read into memory whole, and no report
@@ -130,6 +132,37 @@ pub fn render(markdown: &str, format: Format, language: &str) -> Result<Vec<u8>,
         Format::Pdf => pdf::write(&doc),
         Format::Docx => docx::write(&doc),
     }
+}
+
+/// A report for a page of its own: its body as the HTML export writes it, and its sources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fragment {
+    /// The first H1's text, else "Report".
+    pub title: String,
+    /// The body, without the sources list: markup only (no scripts, styles or event handlers),
+    /// every text escaped. A citation is `<a class="cite" href="#source-N" data-n="N">[N]</a>`.
+    pub html: String,
+    /// The sources list's entries, in order.
+    pub sources: Vec<ListedSource>,
+    /// The sources the body cites, each once, in the order first cited.
+    pub citations: Vec<u32>,
+}
+
+/// The report `markdown` as a [`Fragment`].
+pub fn render_fragment(markdown: &str) -> Result<Fragment, ExportError> {
+    if markdown.len() > MAX_REPORT_BYTES {
+        return Err(ExportError::TooLarge {
+            size: markdown.len(),
+            limit: MAX_REPORT_BYTES,
+        });
+    }
+    let doc = Document::from_markdown(markdown);
+    Ok(Fragment {
+        html: html::fragment(&doc),
+        sources: doc.listed_sources(),
+        citations: doc.citations(),
+        title: doc.title,
+    })
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ use sha2::{Digest, Sha256};
 use crate::{Document, ExportError, Format, MAX_REPORT_BYTES, render};
 
 /// Bumped when a writer's output changes, so exports made by an older one are made again.
-pub const RENDERER_VERSION: u32 = 1;
+/// 2: an escaped `\[n\]` is text, not a citation; table alignment is a class.
+pub const RENDERER_VERSION: u32 = 2;
 
 /// An export of a session's report, as stored.
 #[derive(Debug, Clone)]

@@ -3,8 +3,9 @@
 //! Serves the workflows API of the LlamaIndex workflows server (`llama-compat.md` §2-§6) at the
 //! root and under `/deployments/{name}`, the LlamaCloud Agent Data API (§9) at
 //! `/api/v1/beta/agent-data`, health routes, an OpenAPI document at `/openapi.json`, a
-//! finished session's report exported as HTML, PDF or DOCX at `/sessions/{id}/export`, and a
-//! web UI at `/` and `/deployments/{name}/ui/` (files under `ui/`, embedded).
+//! finished session's report exported as HTML, PDF or DOCX at `/sessions/{id}/export`, a
+//! report's Markdown rendered as the exports render it at `/reports/render`, and a web UI at
+//! `/` and `/deployments/{name}/ui/` (files under `ui/`, embedded).
 //! Everything goes through the engine and the store traits; this crate knows no SQL.
 //!
 //! Where Fathom departs from the Python server, on purpose:

@@ -25,6 +25,7 @@ use crate::routes::{self, agent_data};
         (name = "agent-data", description = "JSON items by deployment and collection"),
         (name = "artifacts", description = "Fetched sources, parsed text and reports, by sha256"),
         (name = "sessions", description = "Saved research sessions: a finished report as HTML, PDF or DOCX"),
+        (name = "reports", description = "A report's Markdown rendered as the exports render it"),
     )
 )]
 struct ApiDoc;
@@ -116,15 +117,15 @@ fn add_common_answers(doc: &mut Value) {
     }
 }
 
-/// Everything but the workflows' names and descriptions (answered from memory) reads or
-/// writes the database.
+/// Everything but the workflows' names and descriptions (answered from memory) and rendering
+/// a report (from the request alone) reads or writes the database.
 fn uses_database(path: &str) -> bool {
     let describes = path == "/workflows"
         || (path.starts_with("/workflows/")
             && ["/schema", "/representation", "/events"]
                 .iter()
                 .any(|tail| path.ends_with(tail)));
-    !describes
+    !describes && path != "/reports/render"
 }
 
 /// Field names in Agent Data queries (`created_at`, `id` or a dotted path into `data`).

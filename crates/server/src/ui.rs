@@ -46,7 +46,6 @@ static ASSETS: &[Asset] = assets![
     "assets/app.js" => JS,
     "assets/api.js" => JS,
     "assets/dom.js" => JS,
-    "assets/markdown.js" => JS,
     "assets/settings-form.js" => JS,
     "assets/home.js" => JS,
     "assets/run-state.js" => JS,

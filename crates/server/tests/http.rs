@@ -1381,6 +1381,109 @@ async fn web_ui_files() {
     );
 }
 
+/// A report's Markdown rendered as the exports render it: a table, a nested list, an escaped
+/// bracket and code come back as markup with every text escaped, citations as links to their
+/// sources, and the sources list as data; bad requests are 4xx with a detail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_is_rendered_for_a_page_as_the_exports_render_it() {
+    let s = server(Dialect::Sqlite, None).await;
+    let md = "# Ownership <b>in</b> Rust\n\n\
+              Values have one owner [1]; \\[2\\] is text, not a citation.\n\n\
+              - moves\n  1. a move [2]\n  2. a copy\n     - `Copy` types\n- drops\n\n\
+              | Type | Copy? |\n|:--|--:|\n| `i32` | yes [1] |\n| a \\| b | no |\n\n\
+              ```\n<script>alert(1)</script>\n```\n\n\
+              <img src=x onerror=alert(2)> and [a link](javascript:alert(3)).\n\n\
+              ## Sources\n\n\
+              1. The book, p. 3 — `file:///corpus/book.pdf#page=3`\n\
+              2. A page — `https://example.org/a`\n";
+    for root in ["", D] {
+        let (status, body) = s
+            .post(&format!("{root}/reports/render"), json!({"markdown": md}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["title"], "Ownership <b>in</b> Rust");
+        assert_eq!(
+            body["sources"],
+            json!([
+                {"n": 1, "title": "The book, p. 3", "url": "file:///corpus/book.pdf#page=3"},
+                {"n": 2, "title": "A page", "url": "https://example.org/a"},
+            ])
+        );
+        assert_eq!(body["citations"], json!([1, 2]));
+        let html = body["html"].as_str().unwrap();
+        let cite = |n: u32| {
+            format!(
+                "<a class=\"cite\" href=\"#source-{n}\" data-n=\"{n}\" aria-label=\"Source {n}\">[{n}]</a>"
+            )
+        };
+        for want in [
+            "<h1>Ownership &lt;b&gt;in&lt;/b&gt; Rust</h1>".to_string(),
+            format!(
+                "<p>Values have one owner {}; [2] is text, not a citation.</p>",
+                cite(1)
+            ),
+            format!(
+                "<ul>\n<li><p>moves</p>\n<ol>\n<li>a move {}</li>\n<li><p>a copy</p>\n<ul>\n<li><code>Copy</code> types</li>\n</ul>\n</li>\n</ol>\n</li>\n<li>drops</li>\n</ul>",
+                cite(2)
+            ),
+            "<th>Type</th><th class=\"align-right\">Copy?</th>".to_string(),
+            format!(
+                "<td><code>i32</code></td><td class=\"align-right\">yes {}</td>",
+                cite(1)
+            ),
+            "<td>a | b</td>".to_string(),
+            "<pre><code>&lt;script&gt;alert(1)&lt;/script&gt;</code></pre>".to_string(),
+            "<p>&lt;img src=x onerror=alert(2)&gt; and a link.</p>".to_string(),
+        ] {
+            assert!(html.contains(&want), "{want}\nmissing from\n{html}");
+        }
+        assert_eq!(html.matches("class=\"cite\"").count(), 3, "{html}");
+        // The sources list is data, not part of the body.
+        assert!(
+            !html.contains("Sources") && !html.contains("example.org"),
+            "{html}"
+        );
+    }
+
+    let big = json!({"markdown": "a".repeat(65 * 1024)});
+    let cases = [
+        (
+            s.http
+                .post(s.url("/reports/render"))
+                .json(&json!({"text": "# T"})),
+            400,
+            "markdown",
+        ),
+        (
+            s.http
+                .post(s.url("/reports/render"))
+                .json(&json!({"markdown": 3})),
+            400,
+            "invalid JSON body",
+        ),
+        (
+            s.http.post(s.url("/reports/render")).body("# T"),
+            415,
+            "application/json",
+        ),
+        (
+            s.http.post(s.url("/reports/render")).json(&big),
+            413,
+            "larger than the server accepts",
+        ),
+        (
+            s.http.get(s.url("/reports/render")),
+            405,
+            "Method Not Allowed",
+        ),
+    ];
+    for (req, code, detail) in cases {
+        let (status, body) = s.call(req).await;
+        assert_eq!(status, code, "{body}");
+        assert!(body["detail"].as_str().unwrap().contains(detail), "{body}");
+    }
+}
+
 /// A finished session's report exported over HTTP in each format, made once, and the bad
 /// requests: an unknown session, one still at its gate, an unknown or missing format.
 async fn session_exports(dialect: Dialect) {

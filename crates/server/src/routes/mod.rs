@@ -9,6 +9,7 @@ pub mod exports;
 pub mod handlers;
 pub mod health;
 pub mod metrics;
+pub mod reports;
 pub mod workflows;
 
 use std::any::Any;
@@ -44,6 +45,7 @@ pub fn workflows_api() -> OpenApiRouter<State> {
         .routes(routes!(events::stream_events, events::send_event))
         .routes(routes!(artifacts::get_artifact))
         .routes(routes!(exports::export_session))
+        .routes(routes!(reports::render_report))
 }
 
 /// `/health` under a deployment: the workflow server's own answer.

@@ -1,6 +1,7 @@
 // The public API, called as any LlamaIndex frontend calls it: the workflows API (under the
 // deployment when the page is served there), its SSE event stream, the Agent Data API,
-// artifacts and a finished report's exports. Nothing else.
+// artifacts, a finished report's exports and a report rendered as they render it. Nothing
+// else.
 
 export const RESEARCH = 'deep-research';
 export const METADATA = 'research-metadata';
@@ -82,12 +83,15 @@ export function isDown() {
 
 /**
  * Calls the API. Returns `{status, body}` for any answer in `accept` (2xx by default);
- * throws ApiError for other answers and Unreachable when there is no answer.
+ * throws ApiError for other answers and Unreachable when there is no answer. With
+ * `timeoutMs`, a server that has not answered by then is given up on (an Error, not
+ * Unreachable: it did answer the connection).
  */
-export async function request(method, path, body, accept) {
+export async function request(method, path, body, accept, timeoutMs) {
   const headers = { Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
+  const signal = timeoutMs ? AbortSignal.timeout(timeoutMs) : undefined;
   let resp;
   try {
     resp = await fetch(path, {
@@ -95,8 +99,10 @@ export async function request(method, path, body, accept) {
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
       cache: 'no-store',
+      signal,
     });
   } catch {
+    if (signal && signal.aborted) throw new Error(`the server did not answer within ${timeoutMs / 1000} s`);
     notify('down');
     throw new Unreachable();
   }
@@ -212,6 +218,20 @@ export function follow(id, after, { onEvent, onOpen, onError }) {
   };
   es.onerror = () => onError(es.readyState === EventSource.CLOSED);
   return () => es.close();
+}
+
+// ---- Reports ----
+
+/** How long a report's rendering may take before the page shows it as written. */
+const RENDER_TIMEOUT_MS = 20_000;
+
+/**
+ * The report `markdown` rendered by the server as its exports render it: `{title, html,
+ * sources: [{n, title, url}], citations}`, `html` being the body without the sources list.
+ */
+export async function renderReport(markdown) {
+  const { body } = await request('POST', wf('/reports/render'), { markdown }, undefined, RENDER_TIMEOUT_MS);
+  return body;
 }
 
 // ---- Artifacts ----

@@ -1,4 +1,5 @@
-// Small DOM helpers. Text always goes in as text nodes, never as HTML.
+// Small DOM helpers. Text always goes in as text nodes, never as HTML; the one exception is
+// the report the server renders (`serverHtml`).
 
 /**
  * Builds an element. `props`: `class`, `text`, `on` (event name to handler), DOM properties
@@ -27,6 +28,17 @@ export function append(el, children) {
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return el;
+}
+
+/**
+ * The nodes of HTML the server rendered: a report, written by the export's HTML writer, which
+ * escapes every text and writes only markup (no script, style, event handler or image).
+ * Parsed in a `<template>`, whose content is inert: nothing in it runs or loads.
+ */
+export function serverHtml(html) {
+  const template = document.createElement('template');
+  template.innerHTML = String(html);
+  return template.content;
 }
 
 /** Replaces an element's children. */

@@ -1,19 +1,20 @@
-// The report, rendered from Markdown with each `[n]` a link to its source, and the sources:
-// cited ones (title, address, page, the stored copy), those read but not cited, and those
-// that could not be read, with the reason.
+// The report as the server renders it (the export's own HTML, so the page and every export
+// agree), with each `[n]` a link to its source, and the sources: cited ones (title, address,
+// page, the stored copy), those read but not cited, and those that could not be read, with
+// the reason.
 
 import * as api from './api.js';
-import { fill, h, plural } from './dom.js';
-import { renderMarkdown, inlineText, safeHref } from './markdown.js';
-import { baseUrl, reportBody, reportSources, shortUrl } from './run-state.js';
+import { fill, h, plural, serverHtml } from './dom.js';
+import { baseUrl, shortUrl } from './run-state.js';
 
-/** The cited sources: the result's list when there is one, else the report's own. */
+/**
+ * The cited sources: the result's list when there is one, else the report's own sources list
+ * as the server read it.
+ */
 export function citedSources(run) {
   const fromResult = run.result && Array.isArray(run.result.sources) ? run.result.sources : null;
-  const list = fromResult && fromResult.length ? fromResult : reportSources(run.reportMarkdown).map((s) => ({
-    n: s.n, title: inlineText(s.title), url: s.url, page: pageOf(s.url),
-  }));
-  return list.map((s) => ({ ...s, page: s.page || pageOf(s.url) }));
+  const list = fromResult && fromResult.length ? fromResult : (run.rendered ? run.rendered.sources : []);
+  return list.map((s) => ({ ...s, url: s.url || '', page: s.page || pageOf(s.url) }));
 }
 
 function pageOf(url) {
@@ -66,31 +67,60 @@ export function exportLinks(id) {
 }
 
 function addressView(url) {
-  const href = safeHref(url);
-  if (href && /^https?:/i.test(href)) {
-    return h('a', { href, target: '_blank', rel: 'noopener noreferrer', class: 'source-url' }, url);
+  if (/^https?:\/\//i.test(url)) {
+    return h('a', { href: url, target: '_blank', rel: 'noopener noreferrer', class: 'source-url' }, url);
   }
   // Local files (file://) cannot be opened from a web page: the stored copy stands in.
   return h('span', { class: 'source-url', title: url.replace(/^file:\/\//, '') }, shortUrl(url));
 }
 
-/** Renders the report into `el`. `citeHref(n)` is where citation n leads. */
+/**
+ * Renders the report into `el` from `run.rendered`, the server's rendering of the report as
+ * it is now; as written, with why, when it could not be rendered. `citeHref(n)` is where
+ * citation n leads.
+ */
 export function renderReport(el, run, { citeHref, live }) {
+  const r = run.rendered && run.rendered.markdown === run.reportMarkdown ? run.rendered : null;
+  const failed = run.renderError && run.renderError.markdown === run.reportMarkdown ? run.renderError : null;
+  if (!r) {
+    if (failed) {
+      fill(el, h('p', { class: 'notice', role: 'status' }, `The report could not be formatted (${failed.message}); here it is as written.`),
+        h('pre', { class: 'wrap report-plain' }, run.reportMarkdown));
+    }
+    return;
+  }
   const sources = new Map(citedSources(run).map((s) => [s.n, s]));
-  const md = reportBody(run.reportMarkdown);
   const previous = el.dataset.sections ? JSON.parse(el.dataset.sections) : [];
-  const frag = renderMarkdown(md, {
-    // Under the page's title (h1) and the panel's (h2).
-    headingOffset: 2,
-    cite: (n) => {
-      const s = sources.get(n);
-      return h('a', {
-        class: 'cite', href: citeHref(n), 'data-n': String(n),
-        title: s ? s.title : `Source ${n}`,
-        'aria-label': `Source ${n}${s ? `: ${s.title}` : ''}`,
-      }, `[${n}]`);
-    },
-  });
+  const frag = serverHtml(r.html);
+  // Under the page's title (h1) and the panel's (h2); each keeps its level as `md-hN`.
+  for (const old of frag.querySelectorAll('h1, h2, h3, h4, h5, h6')) {
+    const level = Number(old.tagName[1]);
+    const heading = h(`h${Math.min(6, level + 2)}`, { class: `md-h${level}` });
+    heading.append(...old.childNodes);
+    old.replaceWith(heading);
+  }
+  // A wide table scrolls in its own box rather than widening the page.
+  for (const table of frag.querySelectorAll('table')) {
+    const wrap = h('div', { class: 'table-wrap' });
+    table.replaceWith(wrap);
+    wrap.append(table);
+  }
+  for (const a of frag.querySelectorAll('a.cite')) {
+    const n = Number(a.dataset.n);
+    const s = sources.get(n);
+    a.setAttribute('href', citeHref(n));
+    a.title = s ? s.title : `Source ${n}`;
+    a.setAttribute('aria-label', `Source ${n}${s ? `: ${s.title}` : ''}`);
+  }
+  for (const a of frag.querySelectorAll('a:not(.cite)')) {
+    if (/^https?:\/\//i.test(a.getAttribute('href') || '')) {
+      a.target = '_blank';
+      a.rel = 'noopener noreferrer';
+    } else if (!/^mailto:/i.test(a.getAttribute('href') || '')) {
+      // A local file cannot be opened from a web page: its text stays, not as a link.
+      a.replaceWith(h('span', { title: a.getAttribute('href') }, ...a.childNodes));
+    }
+  }
   fill(el, frag);
   // Mark the sections that changed since the last render, so growth is visible.
   const now = [];
@@ -156,16 +186,16 @@ export function renderSources(el, run) {
 }
 
 function citedItem(s, run) {
-  const known = run.sources.get(baseUrl(s.url)) || {};
+  const known = (s.url && run.sources.get(baseUrl(s.url))) || {};
   const page = s.page || pageOf(s.url);
   const name = fileName(s.url, `source-${s.n}`);
   return h('li', { id: `source-${s.n}`, class: 'source', tabIndex: -1, 'data-n': String(s.n), value: String(s.n) },
     h('span', { class: 'source-n', 'aria-hidden': 'true' }, `[${s.n}]`),
     h('div', { class: 'source-body' },
-      h('span', { class: 'source-title' }, s.title || known.title || baseUrl(s.url)),
+      h('span', { class: 'source-title' }, s.title || known.title || baseUrl(s.url) || `Source ${s.n}`),
       page ? h('span', { class: 'source-page' }, `page ${page}`) : null,
       byline(known),
-      addressView(baseUrl(s.url)),
+      s.url ? addressView(baseUrl(s.url)) : null,
       known.fileId
         ? h('span', { class: 'source-actions' },
           artifactLink(known.fileId, 'Download the stored copy', name))

@@ -28,6 +28,10 @@ export function newRun(id) {
     /** Sources by URL (without any #page): {url, title, snippet, status, error, fileId, parsedId, pages, query}. */
     sources: new Map(),
     reportMarkdown: '',
+    /** The report as the server rendered it ({markdown, title, html, sources, citations}),
+     * and why it could not be ({markdown, message}); the view keeps these. */
+    rendered: null,
+    renderError: null,
     reportUpdates: 0,
     lastSection: null,
     result: null,
@@ -85,6 +89,12 @@ function source(run, url) {
     run.sources.set(key, s);
   }
   return s;
+}
+
+/** Does `env` change the report? (The view draws a burst of changes once, at its last.) */
+export function changesReport(env) {
+  const v = env.value || {};
+  return env.type === 'ToolCallResult' && v.tool_name === 'update_report';
 }
 
 function isStop(env) {
@@ -396,41 +406,4 @@ export function applySession(run, session) {
   if (run.status === 'running' && (session.status === 'completed' || session.status === 'failed')) {
     run.sessionStatus = session.status;
   }
-}
-
-/** A line of the sources list: `n. Title — \`url\``. */
-const SOURCE_LINE = /^(\d+)\.\s+(.*?)\s+—\s+(`+)\s?(.*?)\s?\3\s*$/;
-
-/**
- * Where a report's sources list starts: its last `##` heading whose list is of source lines.
- * Found by its shape, not its title, which is in the report's language (Sources, Quellen...).
- */
-function sourcesHeading(lines) {
-  for (let i = lines.length - 1; i >= 0; i--) {
-    if (!/^##\s+\S/.test(lines[i])) continue;
-    const next = lines.slice(i + 1).find((l) => l.trim() !== '');
-    return next !== undefined && SOURCE_LINE.test(next) ? i : -1;
-  }
-  return -1;
-}
-
-/** A report's sources list: `[{n, title, url}]` from lines `n. Title — \`url\``. */
-export function reportSources(md) {
-  const lines = String(md || '').split('\n');
-  const at = sourcesHeading(lines);
-  if (at < 0) return [];
-  const out = [];
-  for (const line of lines.slice(at + 1)) {
-    const m = line.match(SOURCE_LINE);
-    if (m) out.push({ n: Number(m[1]), title: m[2], url: m[4] });
-    else if (/^#/.test(line)) break;
-  }
-  return out;
-}
-
-/** The report without its sources section (shown apart, with more about each source). */
-export function reportBody(md) {
-  const lines = String(md || '').split('\n');
-  const at = sourcesHeading(lines);
-  return at < 0 ? String(md || '') : lines.slice(0, at).join('\n');
 }

@@ -6,8 +6,8 @@
 import * as api from './api.js';
 import { announce, fill, h, jsonText, plural, uid } from './dom.js';
 import { planReviewForm, planSummary } from './plan-review.js';
-import { renderReport, renderSources, reportStatus, artifactLink, exportLinks } from './report.js';
-import { TERMINAL, apply, applySession, describeCall, newRun, shortUrl } from './run-state.js';
+import { citedSources, renderReport, renderSources, reportStatus, artifactLink, exportLinks } from './report.js';
+import { TERMINAL, apply, applySession, changesReport, describeCall, newRun, shortUrl } from './run-state.js';
 import { statusBadge } from './home.js';
 
 const TIMELINE_LIMIT = 400;
@@ -238,9 +238,45 @@ export function mountRun(main, id) {
   /** Research under way (past the gate, not ended). */
   const researching = () => run.status === 'running' && (run.phase === 'running' || run.phase === 'writing');
 
-  function drawReport() {
-    reportPanel.hidden = !run.reportMarkdown && !researching();
-    reportState.textContent = reportStatus(run);
+  /**
+   * Draws the report panel; resolves once the report as it is now is drawn, which waits for
+   * the server to render it when it changed.
+   */
+  async function drawReport() {
+    drawReportPanel();
+    const md = run.reportMarkdown;
+    if (md && !(run.rendered && run.rendered.markdown === md)) {
+      try {
+        const rendered = await renderOnce(md);
+        run.rendered = rendered;
+        run.renderError = null;
+      } catch (e) {
+        if (run.reportMarkdown === md) run.renderError = { markdown: md, message: e.message };
+      }
+      // A newer report is drawn by the call that asked for it.
+      if (destroyed || run.reportMarkdown !== md) return;
+      // The cited sources may come from the report's own list.
+      drawReportPanel();
+      drawSources();
+    }
+    drawReportBody();
+  }
+
+  // The rendering asked for and not yet answered: asked once however many draws wait for it.
+  let rendering = null;
+  function renderOnce(md) {
+    if (!rendering || rendering.markdown !== md) {
+      const promise = api.renderReport(md).then((r) => ({ ...r, markdown: md }));
+      rendering = { markdown: md, promise };
+      const done = () => {
+        if (rendering && rendering.promise === promise) rendering = null;
+      };
+      promise.then(done, done);
+    }
+    return rendering.promise;
+  }
+
+  function drawReportBody() {
     const live = run.status === 'running';
     if (run.reportMarkdown) {
       renderReport(reportEl, run, { citeHref: (n) => `#/run/${encodeURIComponent(id)}/source/${n}`, live });
@@ -248,6 +284,11 @@ export function mountRun(main, id) {
       fill(reportEl);
     }
     reportEl.dataset.live = String(live);
+  }
+
+  function drawReportPanel() {
+    reportPanel.hidden = !run.reportMarkdown && !researching();
+    reportState.textContent = reportStatus(run);
     const fileId = run.reportFileId || (run.result && run.result.report_file_id);
     fill(reportActions,
       fileId ? artifactLink(fileId, 'Download (Markdown)', `report-${id}.md`, 'Download the report as Markdown') : null,
@@ -304,7 +345,8 @@ export function mountRun(main, id) {
   }
 
   function drawSources() {
-    sourcesPanel.hidden = run.sources.size === 0 && !researching();
+    // A saved report's own sources list is enough to show (a session may record no others).
+    sourcesPanel.hidden = run.sources.size === 0 && !citedSources(run).length && !researching();
     renderSources(sourcesEl, run);
     if (pendingFocus !== null) tryFocus();
   }
@@ -322,9 +364,44 @@ export function mountRun(main, id) {
 
   // ---- Following the stream ----
 
+  // Events are handled in order, one at a time. One that changes the report waits for the
+  // server to render it, so what follows (the run's end) never shows before the report it
+  // follows; of a burst of report changes (a reload replays them all) only the last is drawn.
+  const queue = []; // {env, seq} for an event, {fn} for what else the stream said
+  let handling = false;
   function onEvent(env, seq) {
-    if (destroyed) return;
-    if (seq !== null && seq <= run.lastSeq) return; // already seen (a reconnect overlaps)
+    enqueue({ env, seq });
+  }
+  function later(fn) {
+    enqueue({ fn });
+  }
+  function enqueue(item) {
+    queue.push(item);
+    if (!handling) handleQueued();
+  }
+
+  async function handleQueued() {
+    handling = true;
+    try {
+      while (queue.length && !destroyed) {
+        const item = queue.shift();
+        if (item.fn) {
+          item.fn();
+          continue;
+        }
+        const report = handle(item.env, item.seq);
+        if (report && !queue.some((next) => next.env && changesReport(next.env))) await report;
+      }
+    } finally {
+      // A fault drawing one event leaves the next event to carry on.
+      handling = false;
+    }
+  }
+
+  /** Applies one event and draws what changed; returns the report's drawing, when it changed. */
+  function handle(env, seq) {
+    if (destroyed) return null;
+    if (seq !== null && seq <= run.lastSeq) return null; // already seen (a reconnect overlaps)
     const wasPhase = run.phase;
     const wasRound = run.planRound;
     const changed = apply(run, env, seq);
@@ -333,7 +410,9 @@ export function mountRun(main, id) {
     if (changed.has('plan') || changed.has('status')) drawPlan();
     if (changed.has('agents')) drawAgents();
     if (changed.entry) drawEntry(changed.entry);
-    if (changed.has('report') || changed.has('plan')) drawReport();
+    let report = null;
+    if (changed.has('report')) report = drawReport();
+    else if (changed.has('plan')) drawReportPanel();
     if (changed.has('sources') || changed.has('plan')) drawSources();
     if (run.planRound !== wasRound && run.phase === 'review') announce(`Plan ready for review (round ${run.planRound}).`);
     else if (wasPhase !== run.phase && run.phase === 'running') {
@@ -350,6 +429,7 @@ export function mountRun(main, id) {
     if (changed.has('plan') && !run.session) loadSession(SESSION_TRIES);
     if (changed.has('report') && run.lastSection && run.status === 'running') announce(`Report updated: ${run.lastSection}.`);
     if (TERMINAL.has(run.status)) finished();
+    return report;
   }
 
   // Reads the run's session record; a miss or a failed request (the server busy, say) is
@@ -373,13 +453,15 @@ export function mountRun(main, id) {
     if (destroyed || TERMINAL.has(run.status)) return;
     clearTimeout(retryTimer);
     if (stopFollow) stopFollow();
-    stopFollow = api.follow(id, run.lastSeq, {
+    // The stream's opening and errors are handled in order with its events: a stream the
+    // server ends after the run's last event is not an interruption.
+    const follower = api.follow(id, run.lastSeq, {
       onEvent,
-      onOpen: () => {
-        conn.hidden = true;
-      },
-      onError: (closed) => {
-        if (destroyed || TERMINAL.has(run.status)) return;
+      onOpen: () => later(() => {
+        if (stopFollow === follower) conn.hidden = true;
+      }),
+      onError: (closed) => later(() => {
+        if (destroyed || TERMINAL.has(run.status) || stopFollow !== follower) return;
         if (!closed) {
           // The browser reconnects by itself, resuming after the last event it got.
           conn.hidden = false;
@@ -389,8 +471,9 @@ export function mountRun(main, id) {
         stopFollow();
         stopFollow = null;
         sync();
-      },
+      }),
     });
+    stopFollow = follower;
   }
 
   /** The stream closed without a stop event: ask the handler what became of the run. */
@@ -430,6 +513,8 @@ export function mountRun(main, id) {
       stopFollow();
       stopFollow = null;
     }
+    // A run that ended has no live updates left to wait for.
+    conn.hidden = true;
     drawAll();
     if (finishedOnce) return;
     finishedOnce = true;
@@ -530,7 +615,10 @@ export function mountRun(main, id) {
     },
     /** The server is back: carry on where the stream left off. */
     reconnect() {
-      if (!stopFollow && !TERMINAL.has(run.status) && !destroyed) sync();
+      if (destroyed) return;
+      if (!stopFollow && !TERMINAL.has(run.status)) sync();
+      // A report shown as written because the server was away is rendered now.
+      if (run.renderError) drawReport();
     },
   };
 }
