@@ -89,6 +89,9 @@ enum Command {
     },
     /// Creates the database if needed and applies migrations.
     Migrate,
+    /// Writes a consistent copy of the database while it serves (SQLite online; Postgres
+    /// through pg_dump), and says what it holds and how to restore it.
+    Backup(commands::backup::BackupArgs),
     /// Reads one PDF from stdin in an isolated process (started by Fathom itself).
     #[command(name = "pdf-worker", hide = true)]
     PdfWorker(pdf_worker::PdfWorkerArgs),
@@ -218,6 +221,7 @@ async fn command(app: &app::App, command: Command) -> anyhow::Result<ExitCode> {
         Command::Eval(args) => return eval::eval(app, args).await,
         Command::Routes(args) => return commands::routes::routes(app, args).await,
         Command::Export(args) => return export::export(app, args).await,
+        Command::Backup(args) => return commands::backup::backup(app, args).await,
         Command::Resume(args) => return research::resume(app, args).await,
         Command::Sessions { command } => match command {
             SessionsCommand::List { limit } => sessions::list(app, limit).await?,

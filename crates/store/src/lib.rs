@@ -6,6 +6,7 @@
 //! applied by [`SqlStore::connect`].
 
 mod artifacts;
+mod backup;
 mod checkpoint;
 mod collections;
 mod commit;
@@ -24,6 +25,7 @@ use fathom_engine::store::{StoreError, StoreResult};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
+pub use backup::Inventory;
 pub use dialect::Dialect;
 
 /// How long a statement waits for a connection from the pool before the database counts as

@@ -1,5 +1,6 @@
 //! One module per command.
 
+pub mod backup;
 pub mod eval;
 pub mod export;
 pub mod fetch;
