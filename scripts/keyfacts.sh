@@ -35,6 +35,7 @@ k = d["overall"].get("key_facts", {})
 o = d["overall"]
 print(f"{name:8} {mode:5} key facts {k.get('stated')}/{k.get('expected')} "
       f"({100 * (k.get('recall') or 0):.0f}%), right page {k.get('right_page')}/{k.get('questions')}, "
+      f"expected page read {k.get('expected_page_read')}/{k.get('questions')}, "
       f"precision {100 * (o.get('precision') or 0):.0f}%, fabricated {o.get('fabricated')}, "
       f"failed {o.get('failed')}, {o.get('elapsed_ms', 0) / 1000:.0f} s")
 PY

@@ -535,13 +535,37 @@ async fn eval_with_a_key_fact_set_reports_recall_and_the_right_page() {
         for p in r["pages_cited"].as_array().unwrap() {
             assert!(env.corpus.join(p.as_str().unwrap()).is_file(), "{r}");
         }
+        // Whether research reached the page the facts stand on, whatever was quoted.
+        let read: Vec<&str> = r["pages_read"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        let expected = r["key_facts"]["pages"][0].as_str().unwrap();
+        assert_eq!(
+            r["key_facts"]["expected_page_read"].as_bool(),
+            Some(read.contains(&expected)),
+            "{r}"
+        );
     }
+    let reached = rows
+        .iter()
+        .filter(|r| r["key_facts"]["expected_page_read"] == true)
+        .count();
+    assert_eq!(all["expected_page_read"].as_u64(), Some(reached as u64));
+    assert!(
+        reached >= 1,
+        "the ownership page is read for the ownership question: {v}"
+    );
 
     // The text form ends with the key-fact line; a text file of questions has none.
     let text = ok(&env.run(&["eval", "--corpus", c, "--questions", q]));
     let last = text.trim().lines().last().unwrap();
     assert!(
-        last.starts_with("key facts: ") && last.ends_with("/2 questions"),
+        last.starts_with("key facts: ")
+            && last.contains("/2 questions, expected page read: ")
+            && last.ends_with("/2"),
         "{text}"
     );
     let txt = env.work.join("questions.txt");

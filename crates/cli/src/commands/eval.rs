@@ -61,6 +61,9 @@ struct Row {
     tokens: u64,
     /// The report's sources, as pages of the corpus where they are in it.
     cited: Vec<String>,
+    /// The sources the run read, likewise: whether research reached the page that holds the
+    /// answer, whatever the writer then quoted.
+    read: Vec<String>,
     facts: Option<FactCheck>,
     /// How the run was answered (`simple`, `web`, `deep`) and why.
     route: Option<(String, String)>,
@@ -164,6 +167,12 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
                 .iter()
                 .map(|s| s.url.strip_prefix(&root_url).unwrap_or(&s.url).to_string())
                 .collect(),
+            read: state
+                .sources
+                .iter()
+                .filter(|s| s.status == "read")
+                .map(|s| s.url.strip_prefix(&root_url).unwrap_or(&s.url).to_string())
+                .collect(),
             facts: key_facts
                 .as_ref()
                 .map(|set| check_key_facts(&state.report, &set[i])),
@@ -186,6 +195,17 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
     for f in rows.iter().filter_map(|r| r.facts.as_ref()) {
         fact_totals.add(f);
     }
+    // Questions whose run read one of the pages their key facts stand on.
+    let page_read = |i: usize, r: &Row| {
+        key_facts
+            .as_ref()
+            .is_some_and(|set| set[i].pages.iter().any(|p| r.read.contains(p)))
+    };
+    let pages_read = rows
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| page_read(*i, r))
+        .count();
     if args.json {
         let per: Vec<Value> = rows
             .iter()
@@ -205,6 +225,8 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
                 if let (Some(f), Some(set)) = (&r.facts, &key_facts) {
                     row["key_facts"] = fact_json(f, &set[i]);
                     row["pages_cited"] = json!(r.cited);
+                    row["pages_read"] = json!(r.read);
+                    row["key_facts"]["expected_page_read"] = json!(page_read(i, r));
                 }
                 row
             })
@@ -220,7 +242,7 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             out["overall"]["key_facts"] = json!({
                 "questions": fact_totals.questions, "expected": fact_totals.expected,
                 "stated": fact_totals.stated, "recall": fact_totals.recall(),
-                "right_page": fact_totals.right_page});
+                "right_page": fact_totals.right_page, "expected_page_read": pages_read});
         }
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -258,11 +280,13 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
         );
         if key_facts.is_some() {
             println!(
-                "key facts: {}/{} ({:.0}%), right page: {}/{} questions",
+                "key facts: {}/{} ({:.0}%), right page: {}/{} questions, expected page read: {}/{}",
                 fact_totals.stated,
                 fact_totals.expected,
                 100.0 * fact_totals.recall(),
                 fact_totals.right_page,
+                fact_totals.questions,
+                pages_read,
                 fact_totals.questions
             );
         }
