@@ -61,9 +61,11 @@ struct Row {
     tokens: u64,
     /// The report's sources, as pages of the corpus where they are in it.
     cited: Vec<String>,
-    /// The sources the run read, likewise: whether research reached the page that holds the
-    /// answer, whatever the writer then quoted.
+    /// The sources the run read, likewise.
     read: Vec<String>,
+    /// Whether the run read a page its key facts stand on: research reached the answer,
+    /// whatever the writer then quoted.
+    expected_page_read: bool,
     facts: Option<FactCheck>,
     /// How the run was answered (`simple`, `web`, `deep`) and why.
     route: Option<(String, String)>,
@@ -72,6 +74,50 @@ struct Row {
 }
 
 pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let (questions, key_facts) = read_questions(&args)?;
+    let config = &app.config.research;
+    let mode = if app.config.agent.is_some() {
+        "agent"
+    } else {
+        "offline"
+    };
+    let mut settings = parse_settings(None, &args.set)?.unwrap_or_else(|| json!({}));
+    settings["require_approval"] = json!(false);
+    // Every question is checked before any runs.
+    for q in &questions {
+        fathom_research::check_start(config, q, Some(settings.clone()))?;
+    }
+    let store = app.connect().await?;
+    let corpus = app.open_corpus(&args.corpus, true).await?;
+    let engine = app.engine_config(format!("eval-{}", fathom_engine::new_id()));
+    let research = app.research(store.clone(), corpus, engine)?;
+    // Sources in the corpus are shown as its pages (`tutorial/venv.html`).
+    let root = args
+        .corpus
+        .canonicalize()
+        .with_context(|| format!("cannot open {}", args.corpus.display()))?;
+    let root_url = format!("{}/", fathom_corpus::file_url(&root));
+    let mut rows = Vec::new();
+    for (i, q) in questions.iter().enumerate() {
+        let expected = key_facts.as_ref().map(|set| &set[i]);
+        rows.push(run_one(&research, &store, q, &settings, &root_url, expected).await?);
+    }
+    let totals = Totals::of(&rows);
+    if args.json {
+        print_json(mode, &rows, &totals, key_facts.as_deref())?;
+    } else {
+        print_text(mode, &rows, &totals, key_facts.as_deref());
+    }
+    // A fabricated citation or a failed run fails the evaluation.
+    Ok(if totals.citations.fabricated == 0 && totals.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The questions to research, and the key-fact set they come from when `--questions` is one.
+fn read_questions(args: &EvalArgs) -> anyhow::Result<(Vec<String>, Option<Vec<KeyFactQuestion>>)> {
     let text = std::fs::read_to_string(&args.questions)
         .with_context(|| format!("cannot read {}", args.questions.display()))?;
     let key_facts = if args
@@ -104,199 +150,209 @@ pub async fn eval(app: &App, args: EvalArgs) -> anyhow::Result<ExitCode> {
             args.questions.display()
         );
     }
-    let config = &app.config.research;
-    let mode = if app.config.agent.is_some() {
-        "agent"
-    } else {
-        "offline"
-    };
-    let mut settings = parse_settings(None, &args.set)?.unwrap_or_else(|| json!({}));
-    settings["require_approval"] = json!(false);
-    // Every question is checked before any runs.
-    for q in &questions {
-        fathom_research::check_start(config, q, Some(settings.clone()))?;
-    }
-    let store = app.connect().await?;
-    let corpus = app.open_corpus(&args.corpus, true).await?;
-    let engine = app.engine_config(format!("eval-{}", fathom_engine::new_id()));
-    let research = app.research(store.clone(), corpus, engine)?;
-    // Sources in the corpus are shown as its pages (`tutorial/venv.html`).
-    let root = args
-        .corpus
-        .canonicalize()
-        .with_context(|| format!("cannot open {}", args.corpus.display()))?;
-    let root_url = format!("{}/", fathom_corpus::file_url(&root));
-    let mut rows = Vec::new();
-    for (i, q) in questions.iter().enumerate() {
-        let started = Instant::now();
-        let cpu_before = process_cpu_ms();
-        let run = research.start(q, Some(settings.clone())).await?;
-        let status = research.engine.drive_run(&run.id).await?;
-        let elapsed_ms = started.elapsed().as_millis();
-        let cpu_ms = process_cpu_ms() - cpu_before;
-        let record = store
-            .get_run(&run.id)
-            .await?
-            .ok_or_else(|| anyhow!("run {} vanished", run.id))?;
-        let state: ResearchState = serde_json::from_value(record.state.clone())?;
-        let mut docs: Vec<ParsedDoc> = Vec::new();
-        for a in state.artifacts.iter().filter(|a| a.kind == "parsed") {
-            if let Some(art) = store.get_artifact(&a.file_id).await? {
-                docs.push(serde_json::from_slice(&art.bytes)?);
-            }
+    Ok((questions, key_facts))
+}
+
+/// One question researched to its end and measured.
+async fn run_one(
+    research: &fathom_research::Research,
+    store: &fathom_store::SqlStore,
+    q: &str,
+    settings: &Value,
+    root_url: &str,
+    expected: Option<&KeyFactQuestion>,
+) -> anyhow::Result<Row> {
+    let started = Instant::now();
+    let cpu_before = process_cpu_ms();
+    let run = research.start(q, Some(settings.clone())).await?;
+    let status = research.engine.drive_run(&run.id).await?;
+    let elapsed_ms = started.elapsed().as_millis();
+    let cpu_ms = process_cpu_ms() - cpu_before;
+    let record = store
+        .get_run(&run.id)
+        .await?
+        .ok_or_else(|| anyhow!("run {} vanished", run.id))?;
+    let state: ResearchState = serde_json::from_value(record.state.clone())?;
+    let mut docs: Vec<ParsedDoc> = Vec::new();
+    for a in state.artifacts.iter().filter(|a| a.kind == "parsed") {
+        if let Some(art) = store.get_artifact(&a.file_id).await? {
+            docs.push(serde_json::from_slice(&art.bytes)?);
         }
-        rows.push(Row {
-            question: q.clone(),
-            ok: match status {
-                RunStatus::Completed => Ok(()),
-                other => Err(format!(
-                    "{}: {}",
-                    other.as_str(),
-                    record.error.unwrap_or_default()
-                )),
-            },
-            check: check_citations(&state.report, &docs),
-            sources_cited: state.report.sources.len(),
-            sources_read: state.sources.iter().filter(|s| s.status == "read").count(),
-            elapsed_ms,
-            cpu_ms,
-            tokens: state.tokens_used,
-            cited: state
-                .report
-                .sources
-                .iter()
-                .map(|s| s.url.strip_prefix(&root_url).unwrap_or(&s.url).to_string())
-                .collect(),
-            read: state
-                .sources
-                .iter()
-                .filter(|s| s.status == "read")
-                .map(|s| s.url.strip_prefix(&root_url).unwrap_or(&s.url).to_string())
-                .collect(),
-            facts: key_facts
-                .as_ref()
-                .map(|set| check_key_facts(&state.report, &set[i])),
-            route: state
-                .route
-                .as_ref()
-                .map(|r| (r.mode.as_str().to_string(), r.reason.clone())),
-            report_markdown: state.report_markdown.clone(),
-        });
     }
-    let mut total = CitationCheck::default();
-    for r in &rows {
-        total.add(r.check);
-    }
-    let failed = rows.iter().filter(|r| r.ok.is_err()).count();
-    let time: u128 = rows.iter().map(|r| r.elapsed_ms).sum();
-    let cpu_ms: f64 = rows.iter().map(|r| r.cpu_ms).sum();
-    let tokens: u64 = rows.iter().map(|r| r.tokens).sum();
-    let mut fact_totals = FactTotals::default();
-    for f in rows.iter().filter_map(|r| r.facts.as_ref()) {
-        fact_totals.add(f);
-    }
-    // Questions whose run read one of the pages their key facts stand on.
-    let page_read = |i: usize, r: &Row| {
-        key_facts
+    let read: Vec<String> = state
+        .sources
+        .iter()
+        .filter(|s| s.status == "read")
+        .map(|s| s.url.strip_prefix(root_url).unwrap_or(&s.url).to_string())
+        .collect();
+    Ok(Row {
+        question: q.to_string(),
+        ok: match status {
+            RunStatus::Completed => Ok(()),
+            other => Err(format!(
+                "{}: {}",
+                other.as_str(),
+                record.error.unwrap_or_default()
+            )),
+        },
+        check: check_citations(&state.report, &docs),
+        sources_cited: state.report.sources.len(),
+        sources_read: state.sources.iter().filter(|s| s.status == "read").count(),
+        elapsed_ms,
+        cpu_ms,
+        tokens: state.tokens_used,
+        cited: state
+            .report
+            .sources
+            .iter()
+            .map(|s| s.url.strip_prefix(root_url).unwrap_or(&s.url).to_string())
+            .collect(),
+        expected_page_read: expected.is_some_and(|e| e.pages.iter().any(|p| read.contains(p))),
+        read,
+        facts: expected.map(|e| check_key_facts(&state.report, e)),
+        route: state
+            .route
             .as_ref()
-            .is_some_and(|set| set[i].pages.iter().any(|p| r.read.contains(p)))
-    };
-    let pages_read = rows
+            .map(|r| (r.mode.as_str().to_string(), r.reason.clone())),
+        report_markdown: state.report_markdown.clone(),
+    })
+}
+
+/// The figures over every run.
+struct Totals {
+    citations: CitationCheck,
+    failed: usize,
+    elapsed_ms: u128,
+    cpu_ms: f64,
+    tokens: u64,
+    facts: FactTotals,
+    /// Questions whose run read one of the pages their key facts stand on.
+    pages_read: usize,
+}
+
+impl Totals {
+    fn of(rows: &[Row]) -> Totals {
+        let mut citations = CitationCheck::default();
+        for r in rows {
+            citations.add(r.check);
+        }
+        let mut facts = FactTotals::default();
+        for f in rows.iter().filter_map(|r| r.facts.as_ref()) {
+            facts.add(f);
+        }
+        Totals {
+            citations,
+            failed: rows.iter().filter(|r| r.ok.is_err()).count(),
+            elapsed_ms: rows.iter().map(|r| r.elapsed_ms).sum(),
+            cpu_ms: rows.iter().map(|r| r.cpu_ms).sum(),
+            tokens: rows.iter().map(|r| r.tokens).sum(),
+            facts,
+            pages_read: rows.iter().filter(|r| r.expected_page_read).count(),
+        }
+    }
+}
+
+/// `--json`: every run's figures and report, and the totals.
+fn print_json(
+    mode: &str,
+    rows: &[Row],
+    t: &Totals,
+    key_facts: Option<&[KeyFactQuestion]>,
+) -> anyhow::Result<()> {
+    let per: Vec<Value> = rows
         .iter()
         .enumerate()
-        .filter(|(i, r)| page_read(*i, r))
-        .count();
-    if args.json {
-        let per: Vec<Value> = rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let mut row = json!({"question": r.question, "error": r.ok.as_ref().err(),
-                       "citations": r.check.markers, "fabricated": r.check.fabricated,
-                       "fabricated_rate": r.check.fabricated_rate(),
-                       "cited_sentences": r.check.cited_sentences, "supported": r.check.supported,
-                       "claim_sentences": r.check.claim_sentences,
-                       "precision": r.check.precision(), "recall": r.check.recall(),
-                       "sources_cited": r.sources_cited,
-                       "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms,
-                       "cpu_ms": r.cpu_ms, "tokens": r.tokens,
-                       "route": r.route.as_ref().map(|(mode, why)| json!({"mode": mode, "reason": why})),
-                       "report_markdown": r.report_markdown});
-                if let (Some(f), Some(set)) = (&r.facts, &key_facts) {
-                    row["key_facts"] = fact_json(f, &set[i]);
-                    row["pages_cited"] = json!(r.cited);
-                    row["pages_read"] = json!(r.read);
-                    row["key_facts"]["expected_page_read"] = json!(page_read(i, r));
-                }
-                row
-            })
-            .collect();
-        let mut out = json!({"mode": mode, "questions": per, "overall": {
-            "runs": rows.len(), "failed": failed, "citations": total.markers,
-            "fabricated": total.fabricated, "fabricated_rate": total.fabricated_rate(),
-            "cited_sentences": total.cited_sentences, "supported": total.supported,
-            "claim_sentences": total.claim_sentences,
-            "precision": total.precision(), "recall": total.recall(),
-            "elapsed_ms": time, "cpu_ms": cpu_ms, "tokens": tokens}});
-        if key_facts.is_some() {
-            out["overall"]["key_facts"] = json!({
-                "questions": fact_totals.questions, "expected": fact_totals.expected,
-                "stated": fact_totals.stated, "recall": fact_totals.recall(),
-                "right_page": fact_totals.right_page, "expected_page_read": pages_read});
-        }
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        println!("mode: {mode}");
-        for (i, r) in rows.iter().enumerate() {
-            println!(
-                "{}\n  {}citations {}, fabricated {} ({:.1}%), {}, sources {} cited of {} read, {:.1} s ({:.0} ms CPU), {} tokens",
-                r.question,
-                match &r.ok {
-                    Ok(()) => String::new(),
-                    Err(e) => format!("FAILED {e}; "),
-                },
-                r.check.markers,
-                r.check.fabricated,
-                100.0 * r.check.fabricated_rate(),
-                precision_recall(&r.check),
-                r.sources_cited,
-                r.sources_read,
-                r.elapsed_ms as f64 / 1000.0,
-                r.cpu_ms,
-                r.tokens
-            );
-            if let (Some(f), Some(set)) = (&r.facts, &key_facts) {
-                println!("  {}", fact_line(f, &set[i], &r.cited));
+        .map(|(i, r)| {
+            let mut row = json!({"question": r.question, "error": r.ok.as_ref().err(),
+                   "citations": r.check.markers, "fabricated": r.check.fabricated,
+                   "fabricated_rate": r.check.fabricated_rate(),
+                   "cited_sentences": r.check.cited_sentences, "supported": r.check.supported,
+                   "claim_sentences": r.check.claim_sentences,
+                   "precision": r.check.precision(), "recall": r.check.recall(),
+                   "sources_cited": r.sources_cited,
+                   "sources_read": r.sources_read, "elapsed_ms": r.elapsed_ms,
+                   "cpu_ms": r.cpu_ms, "tokens": r.tokens,
+                   "route": r.route.as_ref().map(|(mode, why)| json!({"mode": mode, "reason": why})),
+                   "report_markdown": r.report_markdown});
+            if let (Some(f), Some(set)) = (&r.facts, key_facts) {
+                row["key_facts"] = fact_json(f, &set[i]);
+                row["key_facts"]["expected_page_read"] = json!(r.expected_page_read);
+                row["pages_cited"] = json!(r.cited);
+                row["pages_read"] = json!(r.read);
             }
-        }
+            row
+        })
+        .collect();
+    let c = &t.citations;
+    let mut out = json!({"mode": mode, "questions": per, "overall": {
+        "runs": rows.len(), "failed": t.failed, "citations": c.markers,
+        "fabricated": c.fabricated, "fabricated_rate": c.fabricated_rate(),
+        "cited_sentences": c.cited_sentences, "supported": c.supported,
+        "claim_sentences": c.claim_sentences,
+        "precision": c.precision(), "recall": c.recall(),
+        "elapsed_ms": t.elapsed_ms, "cpu_ms": t.cpu_ms, "tokens": t.tokens}});
+    if key_facts.is_some() {
+        let f = &t.facts;
+        out["overall"]["key_facts"] = json!({
+            "questions": f.questions, "expected": f.expected,
+            "stated": f.stated, "recall": f.recall(),
+            "right_page": f.right_page, "expected_page_read": t.pages_read});
+    }
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// A paragraph per run, then the totals.
+fn print_text(mode: &str, rows: &[Row], t: &Totals, key_facts: Option<&[KeyFactQuestion]>) {
+    println!("mode: {mode}");
+    for (i, r) in rows.iter().enumerate() {
         println!(
-            "overall: {} runs ({failed} failed), citations {}, fabricated {} ({:.1}%), {}, {:.1} s ({cpu_ms:.0} ms CPU), {tokens} tokens",
-            rows.len(),
-            total.markers,
-            total.fabricated,
-            100.0 * total.fabricated_rate(),
-            precision_recall(&total),
-            time as f64 / 1000.0
+            "{}\n  {}citations {}, fabricated {} ({:.1}%), {}, sources {} cited of {} read, {:.1} s ({:.0} ms CPU), {} tokens",
+            r.question,
+            match &r.ok {
+                Ok(()) => String::new(),
+                Err(e) => format!("FAILED {e}; "),
+            },
+            r.check.markers,
+            r.check.fabricated,
+            100.0 * r.check.fabricated_rate(),
+            precision_recall(&r.check),
+            r.sources_cited,
+            r.sources_read,
+            r.elapsed_ms as f64 / 1000.0,
+            r.cpu_ms,
+            r.tokens
         );
-        if key_facts.is_some() {
-            println!(
-                "key facts: {}/{} ({:.0}%), right page: {}/{} questions, expected page read: {}/{}",
-                fact_totals.stated,
-                fact_totals.expected,
-                100.0 * fact_totals.recall(),
-                fact_totals.right_page,
-                fact_totals.questions,
-                pages_read,
-                fact_totals.questions
-            );
+        if let (Some(f), Some(set)) = (&r.facts, key_facts) {
+            println!("  {}", fact_line(f, &set[i], &r.cited));
         }
     }
-    // A fabricated citation or a failed run fails the evaluation.
-    Ok(if total.fabricated == 0 && failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    let c = &t.citations;
+    println!(
+        "overall: {} runs ({} failed), citations {}, fabricated {} ({:.1}%), {}, {:.1} s ({:.0} ms CPU), {} tokens",
+        rows.len(),
+        t.failed,
+        c.markers,
+        c.fabricated,
+        100.0 * c.fabricated_rate(),
+        precision_recall(c),
+        t.elapsed_ms as f64 / 1000.0,
+        t.cpu_ms,
+        t.tokens
+    );
+    if key_facts.is_some() {
+        let f = &t.facts;
+        println!(
+            "key facts: {}/{} ({:.0}%), right page: {}/{} questions, expected page read: {}/{}",
+            f.stated,
+            f.expected,
+            100.0 * f.recall(),
+            f.right_page,
+            f.questions,
+            t.pages_read,
+            f.questions
+        );
+    }
 }
 
 /// User + system CPU time of this process so far, every thread counted, in ms.
