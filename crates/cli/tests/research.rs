@@ -655,7 +655,9 @@ async fn offline_reports_over_held_out_manuals_keep_their_key_facts_at_default_s
     for (set, least_recall, least_right) in [
         ("cargo", 0.41, 27),
         ("rustc", 0.52, 37),
-        ("nomicon", 0.55, 35),
+        // 89/162: a lead-in is no longer quoted without what it points at (e708b24), and a
+        // neighbouring pick in one report changed with it (90/162 before).
+        ("nomicon", 0.54, 35),
     ] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests")
