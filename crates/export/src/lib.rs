@@ -112,7 +112,7 @@ pub enum ExportError {
     #[error("{0}")]
     Write(String),
     #[error(transparent)]
-    Storage(#[from] fathom_data::DataError),
+    Storage(#[from] fathom_data::StoreError),
 }
 
 /// The report `markdown`, in `language` (ISO 639-1), as a file of `format`.

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use fathom_data::{DataError, FilterError};
+use fathom_data::FilterError;
 use fathom_engine::EngineError;
 use fathom_engine::store::StoreError;
 use fathom_export::ExportError;
@@ -96,18 +96,6 @@ impl From<StoreError> for ApiError {
             StoreError::LeaseLost(_) => ApiError::conflict("the run changed hands; try again"),
             StoreError::Unavailable(why) => ApiError::unavailable(why),
             StoreError::Backend(why) => ApiError::internal(why),
-        }
-    }
-}
-
-impl From<DataError> for ApiError {
-    fn from(e: DataError) -> Self {
-        match e {
-            DataError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
-            DataError::Conflict(why) => ApiError::conflict(why),
-            DataError::Invalid(why) => ApiError::bad_request(why),
-            DataError::Unavailable(why) => ApiError::unavailable(why),
-            DataError::Backend(why) => ApiError::internal(why),
         }
     }
 }

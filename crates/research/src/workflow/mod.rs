@@ -68,9 +68,7 @@ impl ResearchDeps {
             .await
             .map_err(|e| match e {
                 // The database is away: the run waits for it, no attempt is spent.
-                fathom_data::DataError::Unavailable(why) => {
-                    StepError::Store(StoreError::Unavailable(why))
-                }
+                e @ StoreError::Unavailable(_) => StepError::Store(e),
                 e => StepError::failed(format!("could not save the session: {e}")),
             })
     }
