@@ -6,8 +6,8 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use fathom_data::FilterError;
-use fathom_engine::EngineError;
 use fathom_engine::store::StoreError;
+use fathom_engine::{EngineError, ErrorChain};
 use fathom_export::ExportError;
 use serde::Serialize;
 
@@ -94,8 +94,9 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(why) => ApiError::conflict(why),
             StoreError::Invalid(why) => ApiError::bad_request(why),
             StoreError::LeaseLost(_) => ApiError::conflict("the run changed hands; try again"),
-            StoreError::Unavailable(why) => ApiError::unavailable(why),
-            StoreError::Backend(why) => ApiError::internal(why),
+            // The database's own error goes to the log, never to the client.
+            e @ StoreError::Unavailable(_) => ApiError::unavailable(ErrorChain(&e)),
+            e @ StoreError::Backend { .. } => ApiError::internal(ErrorChain(&e).to_string()),
         }
     }
 }

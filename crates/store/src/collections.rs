@@ -357,7 +357,7 @@ impl CollectionStore for SqlStore {
         self.commit(tx).await?;
         items
             .pop()
-            .ok_or_else(|| StoreError::Backend("insert returned nothing".into()))
+            .ok_or_else(|| StoreError::backend("insert returned nothing"))
     }
 
     async fn get_item(&self, id: &str) -> StoreResult<Option<Item>> {

@@ -280,7 +280,7 @@ impl SqlStore {
         migrator
             .run(&pool)
             .await
-            .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
+            .map_err(|e| StoreError::backend_because("migrations failed", e))?;
         let db = fathom_pool::Kept::new(pool);
         let writers: Option<Arc<tokio::sync::Mutex<()>>> =
             (dialect == Dialect::Sqlite).then(Default::default);
@@ -435,13 +435,14 @@ impl SqlStore {
 fn connect_error(target: &DatabaseTarget, e: sqlx::Error) -> StoreError {
     match target.sqlite_path() {
         Some(path) => StoreError::Invalid(format!("cannot open database file {path}: {e}")),
-        None => StoreError::Backend(format!("cannot connect to database: {e}")),
+        None => StoreError::backend_because("cannot connect to database", e),
     }
 }
 
 /// A database failure: `Invalid` for a value the database cannot hold, `Unavailable` when
 /// the database cannot be reached or refuses writes for now (worth trying again shortly),
-/// else `Backend`. The text of the last two is for logs only.
+/// else `Backend`. The last two keep the database's error as their source, for logs only:
+/// their messages say no more than that the database is away or failed.
 pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
     // Postgres text cannot hold U+0000 (22021, and 22P05 for jsonb): a value given, not the
     // database, is at fault.
@@ -453,9 +454,9 @@ pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
         );
     }
     if is_unavailable(&e) {
-        StoreError::Unavailable(e.to_string())
+        StoreError::unavailable(e)
     } else {
-        StoreError::Backend(e.to_string())
+        StoreError::backend_cause(e)
     }
 }
 
@@ -489,5 +490,5 @@ fn is_unavailable(e: &sqlx::Error) -> bool {
 }
 
 pub(crate) fn json_err(e: serde_json::Error) -> StoreError {
-    StoreError::Backend(format!("stored JSON unreadable: {e}"))
+    StoreError::backend_because("stored JSON unreadable", e)
 }
