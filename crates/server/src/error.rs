@@ -139,7 +139,7 @@ impl From<ExportError> for ApiError {
             ExportError::TooLarge { .. } => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
             }
-            ExportError::Write(why) => ApiError::internal(why),
+            e @ ExportError::Write { .. } => ApiError::internal(ErrorChain(&e).to_string()),
             ExportError::Storage(e) => e.into(),
         }
     }
