@@ -421,8 +421,9 @@ impl<S: WorkflowState> Workflow<S> {
         let handler: Handler<S> = Arc::new(move |ctx, payload| {
             let f = f.clone();
             Box::pin(async move {
-                let event: E = serde_json::from_value(payload)
-                    .map_err(|e| StepError::permanent(format!("bad {} payload: {e}", E::TYPE)))?;
+                let event: E = serde_json::from_value(payload).map_err(|e| {
+                    StepError::permanent_because(format!("bad {} payload", E::TYPE), e)
+                })?;
                 f(ctx.clone(), event).await?.emit(&ctx)
             })
         });
