@@ -1,6 +1,6 @@
 use async_trait::async_trait;
 
-use crate::DataResult;
+use crate::StoreResult;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactMeta {
@@ -20,6 +20,6 @@ pub struct Artifact {
 /// Content-addressed blobs: raw fetched bytes, extracted text.
 #[async_trait]
 pub trait ArtifactStore: Send + Sync + 'static {
-    async fn put_artifact(&self, content_type: &str, bytes: &[u8]) -> DataResult<ArtifactMeta>;
-    async fn get_artifact(&self, file_id: &str) -> DataResult<Option<Artifact>>;
+    async fn put_artifact(&self, content_type: &str, bytes: &[u8]) -> StoreResult<ArtifactMeta>;
+    async fn get_artifact(&self, file_id: &str) -> StoreResult<Option<Artifact>>;
 }

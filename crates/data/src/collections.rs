@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use crate::DataResult;
+use crate::StoreResult;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
@@ -429,14 +429,14 @@ pub struct AggregatePage {
 
 #[async_trait]
 pub trait CollectionStore: Send + Sync + 'static {
-    async fn create_item(&self, item: NewItem) -> DataResult<Item>;
-    async fn get_item(&self, id: &str) -> DataResult<Option<Item>>;
+    async fn create_item(&self, item: NewItem) -> StoreResult<Item>;
+    async fn get_item(&self, id: &str) -> StoreResult<Option<Item>>;
     /// Overwrites `data`; None if no such item.
-    async fn update_item(&self, id: &str, data: Value) -> DataResult<Option<Item>>;
-    async fn delete_item(&self, id: &str) -> DataResult<bool>;
-    async fn search(&self, query: &SearchQuery) -> DataResult<SearchPage>;
-    async fn aggregate(&self, query: &AggregateQuery) -> DataResult<AggregatePage>;
-    async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> DataResult<u64>;
+    async fn update_item(&self, id: &str, data: Value) -> StoreResult<Option<Item>>;
+    async fn delete_item(&self, id: &str) -> StoreResult<bool>;
+    async fn search(&self, query: &SearchQuery) -> StoreResult<SearchPage>;
+    async fn aggregate(&self, query: &AggregateQuery) -> StoreResult<AggregatePage>;
+    async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> StoreResult<u64>;
     /// Deletes the items matching `filter` and inserts `data` as new items, in one
     /// transaction: an idempotent snapshot write. One record replacing the one item that
     /// matches updates that item in place (it keeps its id and creation time).
@@ -450,7 +450,7 @@ pub trait CollectionStore: Send + Sync + 'static {
         filter: &Filter,
         keep: Option<&Filter>,
         data: Vec<Value>,
-    ) -> DataResult<Vec<Item>>;
+    ) -> StoreResult<Vec<Item>>;
 }
 
 #[cfg(test)]

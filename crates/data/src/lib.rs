@@ -17,21 +17,7 @@ pub use collections::{
     SearchQuery, TopLevelField, format_timestamp_ms, parse_timestamp_ms,
 };
 
-/// Errors of the data stores. Messages are safe to show, except `Backend`'s, which is for logs.
-#[derive(Debug, thiserror::Error)]
-pub enum DataError {
-    #[error("{0} not found")]
-    NotFound(String),
-    #[error("conflict: {0}")]
-    Conflict(String),
-    #[error("invalid input: {0}")]
-    Invalid(String),
-    /// The database cannot be reached now: worth trying again shortly. For logs only.
-    #[error("database unavailable: {0}")]
-    Unavailable(String),
-    /// The database failed; the detail is for logs, not for clients.
-    #[error("storage failure: {0}")]
-    Backend(String),
-}
-
-pub type DataResult<T> = Result<T, DataError>;
+/// The data stores fail as the engine's run store does: one error type for both, kept in a leaf
+/// crate below this one and the engine (see [`fathom_store_error`] for why), so that this crate
+/// does not depend on the engine, which does not use it.
+pub use fathom_store_error::{StoreError, StoreResult};

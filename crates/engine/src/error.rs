@@ -1,7 +1,8 @@
 use crate::store::StoreError;
 
-/// A cause kept under a step's failure, of any error type.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// A cause kept under a failure, of any error type; [`ErrorChain`] tells a failure with its
+/// causes, for a log line.
+pub use fathom_store_error::{BoxError, ErrorChain};
 
 /// How a step ends other than by success.
 #[derive(Debug, thiserror::Error)]
@@ -99,19 +100,7 @@ impl StepError {
     /// The failure and every cause under it, outermost first, joined by ": " (what a log line
     /// and a failed run's error say).
     pub fn chain(&self) -> String {
-        let mut out = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        // A cause chain is finite in practice; the bound keeps a cyclic one from hanging.
-        for _ in 0..16 {
-            let Some(c) = cause else { break };
-            let text = c.to_string();
-            if !out.ends_with(&text) {
-                out.push_str(": ");
-                out.push_str(&text);
-            }
-            cause = c.source();
-        }
-        out
+        ErrorChain(self).to_string()
     }
 }
 
@@ -183,7 +172,7 @@ impl EngineError {
     pub fn is_client_error(&self) -> bool {
         !matches!(
             self,
-            EngineError::Store(StoreError::Backend(_) | StoreError::Unavailable(_))
+            EngineError::Store(StoreError::Backend { .. } | StoreError::Unavailable(_))
         )
     }
 }

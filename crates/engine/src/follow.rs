@@ -241,7 +241,7 @@ async fn poll_changes(engine: Weak<Engine>) {
         let changed = match engine.store().changed_since(from, POLL_LIMIT).await {
             Ok(changed) => changed,
             Err(e) => {
-                tracing::warn!(error = %e, "looking for changed runs failed");
+                tracing::warn!(error = %crate::ErrorChain(&e), "looking for changed runs failed");
                 continue;
             }
         };

@@ -78,7 +78,7 @@ mod telemetry;
 mod workflow;
 
 pub use context::{Ctx, CtxParts, LIVE_FLUSH, StepEffects};
-pub use error::{BoxError, EngineError, StepError};
+pub use error::{BoxError, EngineError, ErrorChain, StepError};
 pub use event::{
     Envelope, Event, ExceptionInfo, StopEvent, WorkflowCancelledEvent, WorkflowFailedEvent,
     WorkflowTimedOutEvent,

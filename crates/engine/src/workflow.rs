@@ -71,14 +71,15 @@ type Validator = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
 
 /// Why a start event is refused by a rule that looks beyond the event itself (the session it
 /// names, say): checked before the run is created, so a refused start stores nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum StartRefusal {
     /// The event asks for something that cannot be (it names nothing that exists).
     Invalid(String),
     /// The event is fine, but what it names is not in a state to start from (yet).
     Conflict(String),
-    /// The rule could not be checked (storage failed): not the caller's fault.
-    Failed(String),
+    /// The rule could not be checked (storage failed): not the caller's fault. The failure is
+    /// kept, for logs; the caller is told only that storage failed.
+    Failed(crate::BoxError),
 }
 
 /// An asynchronous rule start events must meet (it may read storage).
@@ -420,8 +421,9 @@ impl<S: WorkflowState> Workflow<S> {
         let handler: Handler<S> = Arc::new(move |ctx, payload| {
             let f = f.clone();
             Box::pin(async move {
-                let event: E = serde_json::from_value(payload)
-                    .map_err(|e| StepError::permanent(format!("bad {} payload: {e}", E::TYPE)))?;
+                let event: E = serde_json::from_value(payload).map_err(|e| {
+                    StepError::permanent_because(format!("bad {} payload", E::TYPE), e)
+                })?;
                 f(ctx.clone(), event).await?.emit(&ctx)
             })
         });

@@ -39,15 +39,18 @@ const CT_NS: &str = "http://schemas.openxmlformats.org/package/2006/content-type
 /// Why the DOCX could not be written. Both are written into memory, so neither is expected.
 #[derive(Debug, thiserror::Error)]
 enum DocxError {
-    #[error("could not write the DOCX's XML: {0}")]
+    #[error("could not write the DOCX's XML")]
     Xml(#[from] io::Error),
-    #[error("could not write the DOCX: {0}")]
+    #[error("could not write the DOCX")]
     Zip(#[from] ZipError),
 }
 
 impl From<DocxError> for ExportError {
     fn from(e: DocxError) -> ExportError {
-        ExportError::Write(e.to_string())
+        ExportError::Write {
+            what: e.to_string(),
+            source: e.into(),
+        }
     }
 }
 

@@ -108,11 +108,17 @@ pub enum ExportError {
     NoReport(String),
     #[error("the report is {size} bytes, more than the {limit} bytes an export takes")]
     TooLarge { size: usize, limit: usize },
-    /// Writing the file failed: a fault of ours, for logs.
-    #[error("{0}")]
-    Write(String),
+    /// Writing the file failed: a fault of ours, for logs. `what` says which writer failed;
+    /// the failure underneath (the PDF library's, the zip writer's, a crashed task's) is kept
+    /// as the source.
+    #[error("{what}")]
+    Write {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     #[error(transparent)]
-    Storage(#[from] fathom_data::DataError),
+    Storage(#[from] fathom_data::StoreError),
 }
 
 /// The report `markdown`, in `language` (ISO 639-1), as a file of `format`.

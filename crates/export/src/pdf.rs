@@ -948,8 +948,10 @@ pub fn write(doc: &Document) -> Result<Vec<u8>, ExportError> {
     pdf.trailer.set("Root", catalog_id);
     pdf.trailer.set("Info", info_id);
     let mut out = Vec::new();
-    pdf.save_to(&mut out)
-        .map_err(|e| ExportError::Write(format!("could not write the PDF: {e}")))?;
+    pdf.save_to(&mut out).map_err(|e| ExportError::Write {
+        what: "could not write the PDF".into(),
+        source: e.into(),
+    })?;
     Ok(out)
 }
 

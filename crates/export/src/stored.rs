@@ -105,7 +105,10 @@ impl SessionExports {
             .to_string();
         let bytes = tokio::task::spawn_blocking(move || render(&md, format, &language))
             .await
-            .map_err(|e| ExportError::Write(format!("the {format} writer stopped: {e}")))??;
+            .map_err(|e| ExportError::Write {
+                what: format!("the {format} writer stopped"),
+                source: e.into(),
+            })??;
         let meta = self
             .artifacts
             .put_artifact(format.content_type(), &bytes)

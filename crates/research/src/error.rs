@@ -1,7 +1,6 @@
 //! What can go wrong when research is started, decided or read: each kind kept, with its
 //! cause, for the HTTP edge and the CLI to render once.
 
-use fathom_data::DataError;
 use fathom_engine::EngineError;
 use fathom_engine::store::StoreError;
 
@@ -29,8 +28,7 @@ pub enum ResearchError {
     Delivery(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The run store or the sessions' collection failed (one error type serves both).
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error(transparent)]
-    Data(#[from] DataError),
 }

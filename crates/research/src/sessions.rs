@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use fathom_data::{
-    CollectionScope, CollectionStore, Condition, DataError, Field, Filter, Op, OrderBy, SearchQuery,
+    CollectionScope, CollectionStore, Condition, Field, Filter, Op, OrderBy, SearchQuery,
+    StoreError,
 };
 use serde_json::{Value, json};
 
@@ -37,7 +38,7 @@ impl Sessions {
     /// run stopped (cancelled or failed) is final: a save of a live one meets it and writes
     /// nothing. A step's save already on its way when the run was cancelled can land after
     /// the stop was recorded; it must not make the session look running again.
-    pub async fn put(&self, id: &str, record: Value) -> Result<(), DataError> {
+    pub async fn put(&self, id: &str, record: Value) -> Result<(), StoreError> {
         let stopped = json!([SessionStatus::Cancelled, SessionStatus::Failed]);
         let stopped_items = Filter(vec![Condition {
             field: Field::Data(vec!["status".into()]),
@@ -67,7 +68,7 @@ impl Sessions {
     }
 
     /// The record of research `id`, if there is one.
-    pub async fn find(&self, id: &str) -> Result<Option<Value>, DataError> {
+    pub async fn find(&self, id: &str) -> Result<Option<Value>, StoreError> {
         let page = self
             .store
             .search(&SearchQuery {
@@ -85,7 +86,7 @@ impl Sessions {
     /// Saved sessions, newest first.
     pub async fn list(&self, limit: i64) -> Result<Vec<Value>, ResearchError> {
         let order_by = OrderBy::parse_list("created_at desc")
-            .map_err(|e| DataError::Invalid(e.to_string()))?;
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let page = self
             .store
             .search(&SearchQuery {

@@ -10,8 +10,12 @@ pub const EMBEDDED_PYPROJECT: &str = include_str!("../../../pyproject-compat/pyp
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeploymentError {
-    #[error("cannot read {path}: {reason}")]
-    Read { path: String, reason: String },
+    #[error("cannot read {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{path} is not valid TOML: {reason}")]
     Toml { path: String, reason: String },
     #[error("{path}: {reason}")]
@@ -32,9 +36,9 @@ impl Deployment {
             None => Deployment::parse(EMBEDDED_PYPROJECT, "embedded pyproject.toml"),
             Some(p) => {
                 let shown = p.display().to_string();
-                let text = std::fs::read_to_string(p).map_err(|e| DeploymentError::Read {
+                let text = std::fs::read_to_string(p).map_err(|source| DeploymentError::Read {
                     path: shown.clone(),
-                    reason: e.to_string(),
+                    source,
                 })?;
                 Deployment::parse(&text, &shown)
             }

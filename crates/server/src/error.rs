@@ -5,9 +5,9 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use fathom_data::{DataError, FilterError};
-use fathom_engine::EngineError;
+use fathom_data::FilterError;
 use fathom_engine::store::StoreError;
+use fathom_engine::{EngineError, ErrorChain};
 use fathom_export::ExportError;
 use serde::Serialize;
 
@@ -94,20 +94,9 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(why) => ApiError::conflict(why),
             StoreError::Invalid(why) => ApiError::bad_request(why),
             StoreError::LeaseLost(_) => ApiError::conflict("the run changed hands; try again"),
-            StoreError::Unavailable(why) => ApiError::unavailable(why),
-            StoreError::Backend(why) => ApiError::internal(why),
-        }
-    }
-}
-
-impl From<DataError> for ApiError {
-    fn from(e: DataError) -> Self {
-        match e {
-            DataError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
-            DataError::Conflict(why) => ApiError::conflict(why),
-            DataError::Invalid(why) => ApiError::bad_request(why),
-            DataError::Unavailable(why) => ApiError::unavailable(why),
-            DataError::Backend(why) => ApiError::internal(why),
+            // The database's own error goes to the log, never to the client.
+            e @ StoreError::Unavailable(_) => ApiError::unavailable(ErrorChain(&e)),
+            e @ StoreError::Backend { .. } => ApiError::internal(ErrorChain(&e).to_string()),
         }
     }
 }
@@ -150,7 +139,7 @@ impl From<ExportError> for ApiError {
             ExportError::TooLarge { .. } => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
             }
-            ExportError::Write(why) => ApiError::internal(why),
+            e @ ExportError::Write { .. } => ApiError::internal(ErrorChain(&e).to_string()),
             ExportError::Storage(e) => e.into(),
         }
     }

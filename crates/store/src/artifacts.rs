@@ -1,5 +1,5 @@
 use async_trait::async_trait;
-use fathom_data::{Artifact, ArtifactMeta, ArtifactStore, DataResult};
+use fathom_data::{Artifact, ArtifactMeta, ArtifactStore, StoreResult};
 use fathom_engine::store::now_ms;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
@@ -38,7 +38,7 @@ impl Stored {
 
 #[async_trait]
 impl ArtifactStore for SqlStore {
-    async fn put_artifact(&self, content_type: &str, bytes: &[u8]) -> DataResult<ArtifactMeta> {
+    async fn put_artifact(&self, content_type: &str, bytes: &[u8]) -> StoreResult<ArtifactMeta> {
         let file_id = hex::encode(Sha256::digest(bytes));
         if let Some(meta) = self.stored.get(&file_id) {
             return Ok(meta);
@@ -76,7 +76,7 @@ impl ArtifactStore for SqlStore {
         Ok(meta)
     }
 
-    async fn get_artifact(&self, file_id: &str) -> DataResult<Option<Artifact>> {
+    async fn get_artifact(&self, file_id: &str) -> StoreResult<Option<Artifact>> {
         let row = sqlx::query(
             "SELECT content_type, size, created_at, bytes FROM artifacts WHERE file_id = $1",
         )

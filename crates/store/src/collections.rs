@@ -1,7 +1,7 @@
 use async_trait::async_trait;
 use fathom_data::{
     AggregateGroup, AggregatePage, AggregateQuery, CollectionScope, CollectionStore, Condition,
-    DataError, DataResult, Field, Filter, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery,
+    Field, Filter, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery, StoreError, StoreResult,
     TopLevelField,
 };
 use fathom_engine::store::now_ms;
@@ -11,7 +11,7 @@ use sqlx::any::AnyRow;
 
 use crate::dialect::Dialect;
 use crate::sql::Params;
-use crate::{SqlStore, db_err, json_err, to_data};
+use crate::{SqlStore, db_err, json_err};
 
 pub const MAX_PAGE_SIZE: i64 = 1000;
 
@@ -95,7 +95,7 @@ fn to_stored(d: Dialect, v: Value) -> Value {
 }
 
 /// JSON text read from `d`, as it was given.
-fn from_stored(d: Dialect, text: &str) -> DataResult<Value> {
+fn from_stored(d: Dialect, text: &str) -> StoreResult<Value> {
     let v: Value = serde_json::from_str(text).map_err(json_err)?;
     Ok(match d {
         Dialect::Postgres => map_strings(v, &unescape_nul),
@@ -103,7 +103,7 @@ fn from_stored(d: Dialect, text: &str) -> DataResult<Value> {
     })
 }
 
-fn item_from_row(d: Dialect, row: &AnyRow) -> DataResult<Item> {
+fn item_from_row(d: Dialect, row: &AnyRow) -> StoreResult<Item> {
     let data: String = row.try_get("data").map_err(db_err)?;
     Ok(Item {
         id: row.try_get("id").map_err(db_err)?,
@@ -303,13 +303,13 @@ async fn insert_items(
     scope: &CollectionScope,
     project_id: Option<&str>,
     data: Vec<Value>,
-) -> DataResult<Vec<Item>> {
+) -> StoreResult<Vec<Item>> {
     let now = now_ms();
     let mut out = Vec::with_capacity(data.len());
     for d in data {
         let id = item_id(now);
         let text = serde_json::to_string(&to_stored(store.dialect, d.clone()))
-            .map_err(|e| DataError::Invalid(e.to_string()))?;
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let sql = format!(
             "INSERT INTO collection_items (id, deployment_name, collection, data, project_id, created_at, updated_at) \
              VALUES ($1, $2, $3, {}, $5, $6, $6)",
@@ -340,12 +340,12 @@ async fn insert_items(
 
 #[async_trait]
 impl CollectionStore for SqlStore {
-    async fn create_item(&self, item: NewItem) -> DataResult<Item> {
+    async fn create_item(&self, item: NewItem) -> StoreResult<Item> {
         let scope = CollectionScope {
             deployment_name: item.deployment_name,
             collection: item.collection,
         };
-        let (mut tx, _turn) = self.begin_write().await.map_err(to_data)?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let mut items = insert_items(
             self,
             &mut tx,
@@ -354,13 +354,13 @@ impl CollectionStore for SqlStore {
             vec![item.data],
         )
         .await?;
-        self.commit(tx).await.map_err(to_data)?;
+        self.commit(tx).await?;
         items
             .pop()
-            .ok_or_else(|| DataError::Backend("insert returned nothing".into()))
+            .ok_or_else(|| StoreError::backend("insert returned nothing"))
     }
 
-    async fn get_item(&self, id: &str) -> DataResult<Option<Item>> {
+    async fn get_item(&self, id: &str) -> StoreResult<Option<Item>> {
         let sql = format!(
             "SELECT {} FROM collection_items WHERE id = $1",
             item_cols(self.dialect)
@@ -375,9 +375,9 @@ impl CollectionStore for SqlStore {
             .transpose()
     }
 
-    async fn update_item(&self, id: &str, data: Value) -> DataResult<Option<Item>> {
+    async fn update_item(&self, id: &str, data: Value) -> StoreResult<Option<Item>> {
         let text = serde_json::to_string(&to_stored(self.dialect, data))
-            .map_err(|e| DataError::Invalid(e.to_string()))?;
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let _turn = self.write_turn().await;
         let sql = format!(
             "UPDATE collection_items SET data = {}, updated_at = $2 WHERE id = $3 RETURNING {}",
@@ -397,7 +397,7 @@ impl CollectionStore for SqlStore {
             .transpose()
     }
 
-    async fn delete_item(&self, id: &str) -> DataResult<bool> {
+    async fn delete_item(&self, id: &str) -> StoreResult<bool> {
         let _turn = self.write_turn().await;
         let done = sqlx::query("DELETE FROM collection_items WHERE id = $1")
             .bind(id)
@@ -408,7 +408,7 @@ impl CollectionStore for SqlStore {
         Ok(done.rows_affected() > 0)
     }
 
-    async fn search(&self, q: &SearchQuery) -> DataResult<SearchPage> {
+    async fn search(&self, q: &SearchQuery) -> StoreResult<SearchPage> {
         let d = self.dialect;
         let size = page_size(q.page_size);
         let offset = q.offset.max(0);
@@ -425,7 +425,7 @@ impl CollectionStore for SqlStore {
         let mut items = rows
             .iter()
             .map(|r| item_from_row(self.dialect, r))
-            .collect::<DataResult<Vec<_>>>()?;
+            .collect::<StoreResult<Vec<_>>>()?;
         let next_offset = if items.len() as i64 > size {
             items.truncate(size as usize);
             Some(offset + size)
@@ -451,7 +451,7 @@ impl CollectionStore for SqlStore {
         })
     }
 
-    async fn aggregate(&self, q: &AggregateQuery) -> DataResult<AggregatePage> {
+    async fn aggregate(&self, q: &AggregateQuery) -> StoreResult<AggregatePage> {
         let d = self.dialect;
         let size = page_size(q.page_size);
         let offset = q.offset.max(0);
@@ -549,7 +549,7 @@ impl CollectionStore for SqlStore {
         })
     }
 
-    async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> DataResult<u64> {
+    async fn delete_where(&self, scope: &CollectionScope, filter: &Filter) -> StoreResult<u64> {
         let _turn = self.write_turn().await;
         let mut p = Params::default();
         let wh = where_clause(self.dialect, &mut p, scope, filter);
@@ -568,7 +568,7 @@ impl CollectionStore for SqlStore {
         filter: &Filter,
         keep: Option<&Filter>,
         data: Vec<Value>,
-    ) -> DataResult<Vec<Item>> {
+    ) -> StoreResult<Vec<Item>> {
         let d = self.dialect;
         // The items it may replace: those matching `filter` that `keep` does not hold. As a
         // condition on each row, Postgres checks it again on a row another write changed
@@ -586,7 +586,7 @@ impl CollectionStore for SqlStore {
             let mut p = Params::default();
             let wh = open(&mut p);
             let text = serde_json::to_string(&to_stored(d, record.clone()))
-                .map_err(|e| DataError::Invalid(e.to_string()))?;
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
             let text = p.text(text);
             let turn = self.write_turn().await;
             let now = p.int(now_ms());
@@ -605,7 +605,7 @@ impl CollectionStore for SqlStore {
             }
             // None matched (a first save, or a final item), or several did: below.
         }
-        let (mut tx, _turn) = self.begin_write().await.map_err(to_data)?;
+        let (mut tx, _turn) = self.begin_write().await?;
         if d == Dialect::Postgres {
             // Two first saves of one record at once would each find nothing to replace and
             // each insert it: replacements of the same items take turns (on SQLite the write
@@ -643,7 +643,7 @@ impl CollectionStore for SqlStore {
             }
         }
         let items = insert_items(self, &mut tx, scope, None, data).await?;
-        self.commit(tx).await.map_err(to_data)?;
+        self.commit(tx).await?;
         Ok(items)
     }
 }

@@ -326,7 +326,7 @@ impl OpenTransaction {
     fn get(&mut self) -> StoreResult<&mut sqlx::AnyConnection> {
         match self.conn.as_mut() {
             Some(c) => Ok(c.get()),
-            None => Err(StoreError::Backend("connection vanished".into())),
+            None => Err(StoreError::backend("connection vanished")),
         }
     }
 
@@ -665,7 +665,7 @@ impl SqlStore {
             Err(StoreError::Conflict(_)) => {
                 let kept = crate::runs::journal_result(&self.db, &lease.run_id, scope, key)
                     .await?
-                    .ok_or_else(|| StoreError::Backend(format!("journal entry {key} vanished")))?;
+                    .ok_or_else(|| StoreError::backend(format!("journal entry {key} vanished")))?;
                 Ok((kept, None))
             }
             Err(e) => Err(e),

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use fathom_data::DataError;
 use fathom_engine::store::{StoreError, StoreResult};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
@@ -283,7 +282,7 @@ impl SqlStore {
         migrator
             .run(&pool)
             .await
-            .map_err(|e| StoreError::Backend(format!("migrations failed: {e}")))?;
+            .map_err(|e| StoreError::backend_because("migrations failed", e))?;
         let db = fathom_pool::Kept::new(pool);
         let writers: Option<Arc<tokio::sync::Mutex<()>>> =
             (dialect == Dialect::Sqlite).then(Default::default);
@@ -438,59 +437,28 @@ impl SqlStore {
 fn connect_error(target: &DatabaseTarget, e: sqlx::Error) -> StoreError {
     match target.sqlite_path() {
         Some(path) => StoreError::Invalid(format!("cannot open database file {path}: {e}")),
-        None => StoreError::Backend(format!("cannot connect to database: {e}")),
-    }
-}
-
-/// The two error types this crate reports (the engine's and the data stores'), built from a
-/// database failure whose text is for logs only.
-pub(crate) trait BackendError {
-    fn backend(detail: String) -> Self;
-    fn unavailable(detail: String) -> Self;
-    fn invalid(detail: String) -> Self;
-}
-
-impl BackendError for StoreError {
-    fn backend(detail: String) -> Self {
-        StoreError::Backend(detail)
-    }
-    fn unavailable(detail: String) -> Self {
-        StoreError::Unavailable(detail)
-    }
-    fn invalid(detail: String) -> Self {
-        StoreError::Invalid(detail)
-    }
-}
-
-impl BackendError for DataError {
-    fn backend(detail: String) -> Self {
-        DataError::Backend(detail)
-    }
-    fn unavailable(detail: String) -> Self {
-        DataError::Unavailable(detail)
-    }
-    fn invalid(detail: String) -> Self {
-        DataError::Invalid(detail)
+        None => StoreError::backend_because("cannot connect to database", e),
     }
 }
 
 /// A database failure: `Invalid` for a value the database cannot hold, `Unavailable` when
 /// the database cannot be reached or refuses writes for now (worth trying again shortly),
-/// else `Backend`. The text of the last two is for logs only.
-pub(crate) fn db_err<E: BackendError>(e: sqlx::Error) -> E {
+/// else `Backend`. The last two keep the database's error as their source, for logs only:
+/// their messages say no more than that the database is away or failed.
+pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
     // Postgres text cannot hold U+0000 (22021, and 22P05 for jsonb): a value given, not the
     // database, is at fault.
     if let sqlx::Error::Database(db) = &e
         && matches!(db.code().as_deref(), Some("22021" | "22P05"))
     {
-        return E::invalid(
+        return StoreError::Invalid(
             "a text value holds a NUL character (\\u0000), which cannot be stored".into(),
         );
     }
     if is_unavailable(&e) {
-        E::unavailable(e.to_string())
+        StoreError::unavailable(e)
     } else {
-        E::backend(e.to_string())
+        StoreError::backend_cause(e)
     }
 }
 
@@ -523,17 +491,6 @@ fn is_unavailable(e: &sqlx::Error) -> bool {
     }
 }
 
-pub(crate) fn json_err<E: BackendError>(e: serde_json::Error) -> E {
-    E::backend(format!("stored JSON unreadable: {e}"))
-}
-
-/// A failure of the shared transaction helpers, as the data stores report it.
-pub(crate) fn to_data(e: StoreError) -> DataError {
-    match e {
-        StoreError::NotFound(m) => DataError::NotFound(m),
-        StoreError::Conflict(m) => DataError::Conflict(m),
-        StoreError::Invalid(m) => DataError::Invalid(m),
-        StoreError::Unavailable(m) => DataError::Unavailable(m),
-        StoreError::LeaseLost(m) | StoreError::Backend(m) => DataError::Backend(m),
-    }
+pub(crate) fn json_err(e: serde_json::Error) -> StoreError {
+    StoreError::backend_because("stored JSON unreadable", e)
 }

@@ -25,7 +25,7 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
         id: row.try_get("id").map_err(db_err)?,
         workflow: row.try_get("workflow").map_err(db_err)?,
         status: RunStatus::parse(&status)
-            .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?,
+            .ok_or_else(|| StoreError::backend(format!("unknown run status '{status}'")))?,
         state: serde_json::from_str(&state).map_err(json_err)?,
         result: result
             .map(|r| serde_json::from_str(&r))
@@ -40,7 +40,7 @@ fn run_from_row(row: &AnyRow) -> StoreResult<RunRecord> {
         updated_at: row.try_get("updated_at").map_err(db_err)?,
         completed_at: row.try_get("completed_at").map_err(db_err)?,
         format: u32::try_from(row.try_get::<i64, _>("format").map_err(db_err)?)
-            .map_err(|_| StoreError::Backend("run format out of range".into()))?,
+            .map_err(|_| StoreError::backend("run format out of range"))?,
     })
 }
 
@@ -53,7 +53,7 @@ fn head_from_row(row: &AnyRow) -> StoreResult<RunHead> {
         id: row.try_get(0).map_err(db_err)?,
         next_seq: row.try_get(1).map_err(db_err)?,
         status: RunStatus::parse(&status)
-            .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?,
+            .ok_or_else(|| StoreError::backend(format!("unknown run status '{status}'")))?,
         workflow: row.try_get(3).map_err(db_err)?,
         waiting_for: row.try_get(4).map_err(db_err)?,
     })
@@ -418,7 +418,7 @@ impl SqlStore {
         let start_event = rows
             .iter()
             .find_map(|r| r.try_get::<i64, _>("start_event").ok())
-            .ok_or_else(|| StoreError::Backend(format!("run {} has no start event", run.id)))?;
+            .ok_or_else(|| StoreError::backend(format!("run {} has no start event", run.id)))?;
         Ok((created, Some((lease, start_event))))
     }
 
@@ -481,7 +481,7 @@ impl SqlStore {
             return Ok(Some(DeliverOutcome::RunNotFound));
         };
         let status = RunStatus::parse(&status)
-            .ok_or_else(|| StoreError::Backend(format!("unknown run status '{status}'")))?;
+            .ok_or_else(|| StoreError::backend(format!("unknown run status '{status}'")))?;
         if status.is_terminal() {
             return Ok(Some(DeliverOutcome::RunTerminal(status)));
         }
@@ -507,7 +507,7 @@ impl SqlStore {
         match self.dialect {
             // Its snapshot said it would apply: another delivery committed meanwhile.
             Dialect::Postgres => Ok(None),
-            Dialect::Sqlite => Err(StoreError::Backend(format!(
+            Dialect::Sqlite => Err(StoreError::backend(format!(
                 "a {} for run {run_id} was neither stored nor refused",
                 message.event_type
             ))),
@@ -686,7 +686,7 @@ async fn status_of(
         .map_err(db_err)?;
     row.map(|r| {
         let s: String = r.try_get(0).map_err(db_err)?;
-        RunStatus::parse(&s).ok_or_else(|| StoreError::Backend(format!("unknown run status '{s}'")))
+        RunStatus::parse(&s).ok_or_else(|| StoreError::backend(format!("unknown run status '{s}'")))
     })
     .transpose()
 }
@@ -784,7 +784,7 @@ impl RunStore for SqlStore {
         let (start_type, start_payload) = (run.start_type.clone(), run.start_payload.clone());
         let (run, claim) = self.insert_run(run, Some((owner, ttl_ms))).await?;
         let Some((lease, start_event)) = claim else {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::backend(format!(
                 "run {} was created without its lease",
                 run.id
             )));
@@ -1166,7 +1166,7 @@ impl RunStore for SqlStore {
             Some((DeliverOutcome::Accepted { message_id }, Some(claimed))) => {
                 Ok(Some((message_id, claimed)))
             }
-            Some((DeliverOutcome::Accepted { message_id }, None)) => Err(StoreError::Backend(
+            Some((DeliverOutcome::Accepted { message_id }, None)) => Err(StoreError::backend(
                 format!("message {message_id} to run {run_id} was stored without its claim"),
             )),
             _ => Ok(None),

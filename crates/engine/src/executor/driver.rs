@@ -125,7 +125,7 @@ impl Engine {
                 Ok(Some(run)) => (run, None),
                 Ok(None) => return,
                 Err(e) => {
-                    warn!(run = %lease.run_id, error = %e, "could not upgrade run");
+                    warn!(run = %lease.run_id, error = %ErrorChain(&e), "could not upgrade run");
                     let _ = self.store.release_lease(&lease).await;
                     return;
                 }
@@ -146,10 +146,10 @@ impl Engine {
             .await
         {
             Ok(let_go) => let_go,
-            Err(StoreError::Unavailable(e)) => {
+            Err(e @ StoreError::Unavailable(_)) => {
                 // Nothing the step did counts as an attempt: the run is let go as soon as the
                 // database is back, and claimed again (here or elsewhere) from what it holds.
-                warn!(run = %id, error = %e, "database unavailable; run let go when it is back");
+                warn!(run = %id, error = %ErrorChain(&e), "database unavailable; run let go when it is back");
                 drop(heartbeat);
                 self.release_when_back(&lease).await;
                 self.notify(&id);
@@ -157,7 +157,7 @@ impl Engine {
                 return;
             }
             Err(e) => {
-                warn!(run = %id, error = %e, "stopped driving run");
+                warn!(run = %id, error = %ErrorChain(&e), "stopped driving run");
                 LetGo::UNTOLD
             }
         };
@@ -295,7 +295,7 @@ impl Engine {
     async fn release_when_back(&self, lease: &Lease) {
         let give_up = Instant::now() + self.config.lease_ttl;
         if let Err(e) = again_while_away(give_up, || self.store.release_lease(lease)).await {
-            warn!(run = %lease.run_id, error = %e, "could not let the run go");
+            warn!(run = %lease.run_id, error = %ErrorChain(&e), "could not let the run go");
         }
     }
 
@@ -818,7 +818,7 @@ impl HeldRun<'_> {
             Ok(()) => self.commit_or_run_ahead(next, tried, effects).await,
             Err(StepError::RanAhead) => {
                 // Only a step run ahead of its event's commit ends so; handled above.
-                Err(Stop::Failed(StoreError::Backend(format!(
+                Err(Stop::Failed(StoreError::backend(format!(
                     "step {step} ran ahead of a commit that was not pending"
                 ))))
             }
@@ -988,7 +988,7 @@ async fn heartbeat(
                 return;
             }
             // A transient failure: try again; the lease still has two thirds of its life.
-            Err(e) => warn!(run = %lease.run_id, error = %e, "lease renewal failed"),
+            Err(e) => warn!(run = %lease.run_id, error = %ErrorChain(&e), "lease renewal failed"),
         }
     }
 }

@@ -18,7 +18,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tracing::{Instrument as _, debug, info, warn};
 
 use crate::context::{CtxParts, KnownMail};
-use crate::error::{EngineError, StepError};
+use crate::error::{EngineError, ErrorChain, StepError};
 use crate::event::{
     Envelope, ExceptionInfo, WorkflowCancelledEvent, WorkflowFailedEvent, WorkflowTimedOutEvent,
 };
@@ -273,7 +273,7 @@ impl Engine {
                 workflow: workflow.to_string(),
                 reason,
             },
-            StartRefusal::Failed(reason) => EngineError::Store(StoreError::Backend(reason)),
+            StartRefusal::Failed(cause) => EngineError::Store(StoreError::backend_cause(cause)),
         })?;
         let timeout = opts.timeout.or(wf.run_timeout());
         let id = opts.run_id.unwrap_or_else(crate::new_id);
@@ -302,7 +302,7 @@ impl Engine {
                 });
                 // A create that succeeds always takes the run.
                 created.await.map_err(exists)?.ok_or_else(|| {
-                    EngineError::Store(StoreError::Backend("the run was not created".into()))
+                    EngineError::Store(StoreError::backend("the run was not created"))
                 })?
             }
             None => {
@@ -498,7 +498,7 @@ impl Engine {
         match again_while_away(deadline, || self.store.get_run(run_id)).await {
             Ok(run) => run,
             Err(e) => {
-                warn!(run = %run_id, error = %e, "cancelled run not read; its hook did not run");
+                warn!(run = %run_id, error = %ErrorChain(&e), "cancelled run not read; its hook did not run");
                 None
             }
         }

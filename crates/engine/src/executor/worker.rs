@@ -40,7 +40,7 @@ impl EagerSlot {
             Ok(Some(out))
         });
         task.await
-            .map_err(|e| StoreError::Backend(format!("the write was interrupted: {e}")))?
+            .map_err(|e| StoreError::backend_because("the write was interrupted", e))?
     }
 
     /// Hands a claimed run to the worker, which drives it in this slot. A worker that has
@@ -90,7 +90,7 @@ impl Engine {
                 info!(owner = %self.config.owner, runs = n, "took back runs after restart")
             }
             Ok(_) => {}
-            Err(e) => warn!(error = %e, "could not release stale leases"),
+            Err(e) => warn!(error = %ErrorChain(&e), "could not release stale leases"),
         }
         let mut tasks = tokio::task::JoinSet::new();
         let (to_worker, mut adopted) = mpsc::unbounded_channel::<Adopted>();
@@ -169,7 +169,7 @@ impl Engine {
         let cut_off = match self.store.release_owner(&self.config.owner).await {
             Ok(n) => n,
             Err(e) => {
-                warn!(error = %e, "could not let go of leases at shutdown");
+                warn!(error = %ErrorChain(&e), "could not let go of leases at shutdown");
                 0
             }
         };
@@ -215,7 +215,7 @@ impl Engine {
                     Ok(claimed) => claimed,
                     Err(e) => {
                         self.release_slots(free);
-                        warn!(error = %e, "claim failed");
+                        warn!(error = %ErrorChain(&e), "claim failed");
                         return None;
                     }
                 };

@@ -9,29 +9,8 @@ pub use runs::{
     RunStore, RunUpgrade, StepCommit, StepOutcome, StoredEvent, SuspendOutcome,
 };
 
-/// Errors every store reports. Messages are safe to show: they never carry SQL text.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The caller's lease on the run is gone (expired and taken, cancelled, or finished): the
-    /// write was refused and nothing of it was applied.
-    #[error("lease on run {0} lost; write refused")]
-    LeaseLost(String),
-    #[error("{0} not found")]
-    NotFound(String),
-    #[error("conflict: {0}")]
-    Conflict(String),
-    #[error("invalid input: {0}")]
-    Invalid(String),
-    /// The database cannot be reached now (down, restarting, refusing writes): worth trying
-    /// again shortly. The detail is for logs, not for clients.
-    #[error("database unavailable: {0}")]
-    Unavailable(String),
-    /// The database failed; the detail is for logs, not for clients.
-    #[error("storage failure: {0}")]
-    Backend(String),
-}
-
-pub type StoreResult<T> = Result<T, StoreError>;
+/// The one error type of the run store and the data stores (see [`fathom_store_error`]).
+pub use fathom_store_error::{StoreError, StoreResult};
 
 /// Runs `op` again while it finds the database away ([`StoreError::Unavailable`]), waiting
 /// 50 ms, then twice as long each time up to 1 s, until `deadline`; its last result. For

@@ -121,6 +121,14 @@ impl Tools {
 /// A tool's outcome as journaled: a value, or a message a person can act on.
 pub type ToolResult<T> = Result<T, String>;
 
+/// A storage failure under a tool, as the tool's message says it: the store's own message,
+/// which is safe to show (it never carries SQL text). What failed underneath, which the
+/// message leaves out, goes to the log.
+pub(crate) fn storage_said(e: fathom_data::StoreError) -> String {
+    tracing::warn!(error = %fathom_engine::ErrorChain(&e), "a tool's storage call failed");
+    e.to_string()
+}
+
 /// One tool invocation: its name, id (unique in the run, stable across re-runs) and
 /// arguments.
 pub struct Invocation {

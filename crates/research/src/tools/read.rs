@@ -9,7 +9,7 @@ use fathom_parse::{DocKind, ParsedDoc};
 use fathom_report::writer::Weighed;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolResult, Tools};
+use super::{ToolResult, Tools, storage_said};
 
 /// Words of documents the [`DocCache`] keeps at most (with what is worked out from them,
 /// about 200 bytes a word): a few runs' worth of documents.
@@ -222,7 +222,7 @@ impl Tools {
             .artifacts
             .put_artifact(f.kind.content_type(), &f.bytes)
             .await
-            .map_err(|e| format!("could not store {url}: {e}"))?;
+            .map_err(|e| format!("could not store {url}: {}", storage_said(e)))?;
         let raw = FetchedRef {
             url: f.url,
             kind: f.kind,
@@ -251,7 +251,7 @@ impl Tools {
             .artifacts
             .get_artifact(&raw.file_id)
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(storage_said)?
             .ok_or("fetched content is missing from storage")?
             .bytes;
         let doc = self.parse_fresh(raw, bytes).await?;
@@ -269,7 +269,12 @@ impl Tools {
             .artifacts
             .get_artifact(file_id)
             .await
-            .map_err(|e| format!("could not read parsed document {file_id}: {e}"))?
+            .map_err(|e| {
+                format!(
+                    "could not read parsed document {file_id}: {}",
+                    storage_said(e)
+                )
+            })?
             .ok_or_else(|| format!("parsed document {file_id} is missing from storage"))?;
         let doc: ParsedDoc = serde_json::from_slice(&art.bytes)
             .map_err(|e| format!("parsed document {file_id} is unreadable: {e}"))?;
@@ -315,7 +320,7 @@ impl Tools {
             .artifacts
             .put_artifact("application/vnd.fathom.parsed+json", &json)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(storage_said)?;
         let summary = ParsedSummary {
             title: doc.title.clone(),
             words: doc.words,

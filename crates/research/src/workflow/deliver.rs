@@ -18,7 +18,7 @@ use std::time::Duration;
 use fathom_deliver::webhook::Delivery as WebhookDelivery;
 use fathom_deliver::{DeliverError, Email};
 use fathom_engine::store::now_ms;
-use fathom_engine::{Envelope, StepError, Stop};
+use fathom_engine::{Envelope, ErrorChain, StepError, Stop};
 use fathom_export::Format;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -139,13 +139,13 @@ async fn email(
         Ok::<_, fathom_export::ExportError>((html, pdf))
     })
     .await
-    .map_err(|e| StepError::failed(format!("rendering the report crashed: {e}")))?;
+    .map_err(|e| StepError::failed_because("rendering the report crashed", e))?;
     let (html, pdf) = match rendered {
         Ok(files) => files,
         Err(e) => {
             return Ok(given_up(
                 record,
-                format!("the report could not be rendered: {e}"),
+                format!("the report could not be rendered: {}", ErrorChain(&e)),
             ));
         }
     };

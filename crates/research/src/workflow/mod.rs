@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use fathom_data::CollectionStore;
 use fathom_engine::store::{StoreError, again_while_away};
 use fathom_engine::{
-    Ctx, ErasedWorkflow, RetryPolicy, StartRefusal, StepError, StepOptions, Stop, Stopped, Workflow,
+    Ctx, ErasedWorkflow, ErrorChain, RetryPolicy, StartRefusal, StepError, StepOptions, Stop,
+    Stopped, Workflow,
 };
 
 use crate::checks::{check_decision, check_delivery, check_parent, check_sources, check_start};
@@ -68,10 +69,8 @@ impl ResearchDeps {
             .await
             .map_err(|e| match e {
                 // The database is away: the run waits for it, no attempt is spent.
-                fathom_data::DataError::Unavailable(why) => {
-                    StepError::Store(StoreError::Unavailable(why))
-                }
-                e => StepError::failed(format!("could not save the session: {e}")),
+                e @ StoreError::Unavailable(_) => StepError::Store(e),
+                e => StepError::failed_because("could not save the session", e),
             })
     }
 }
@@ -124,13 +123,13 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
                 let saved = again_while_away(Instant::now() + STOP_SAVE_LIMIT, || async move {
                     match deps.save_session(state).await {
                         Err(StepError::Store(e)) => Err(e),
-                        Err(e) => Err(StoreError::Backend(e.to_string())),
+                        Err(e) => Err(StoreError::backend_cause(e)),
                         Ok(()) => Ok(()),
                     }
                 })
                 .await;
                 if let Err(e) = saved {
-                    tracing::warn!(error = %e, "could not record how the run stopped");
+                    tracing::warn!(error = %ErrorChain(&e), "could not record how the run stopped");
                 }
             }
         })
@@ -160,7 +159,7 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
                     Err(e @ ResearchError::UnknownParent(_)) => {
                         Err(StartRefusal::Invalid(format!("follow_up_of: {e}")))
                     }
-                    Err(e) => Err(StartRefusal::Failed(e.to_string())),
+                    Err(e) => Err(StartRefusal::Failed(e.into())),
                 }
             }
         })

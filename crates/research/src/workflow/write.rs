@@ -265,7 +265,7 @@ async fn extractive(
         }
     })
     .await
-    .map_err(|e| StepError::failed(format!("writer crashed: {e}")))
+    .map_err(|e| StepError::failed_because("writer crashed", e))
 }
 
 /// The Markdown a patch adds, as a reader sees it streamed (citation numbers aside).
@@ -299,7 +299,7 @@ pub(super) async fn persist_session(
                 .put_artifact("text/markdown", md.as_bytes())
                 .await
                 .map(|m| m.file_id)
-                .map_err(|e| format!("could not store the report: {e}"))
+                .map_err(|e| StepError::failed_because("could not store the report", e))
         })
         .await?;
     let state = ctx.edit_state(|s| {

@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use fathom_engine::ErrorChain;
 use fathom_engine::store::{StoreError, StoredEvent};
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -163,13 +164,13 @@ async fn follow(
                 }
             }
             Ok(None) => return,
-            Err(StoreError::Unavailable(e))
+            Err(e @ StoreError::Unavailable(_))
                 if away_since
                     .get_or_insert_with(std::time::Instant::now)
                     .elapsed()
                     < STREAM_OUTAGE_LIMIT =>
             {
-                tracing::debug!(run = %id, error = %e, "database away; stream waits");
+                tracing::debug!(run = %id, error = %ErrorChain(&e), "database away; stream waits");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = tx.closed() => return,
@@ -179,7 +180,7 @@ async fn follow(
                 continue;
             }
             Err(e) => {
-                tracing::warn!(run = %id, error = %e, "event stream read failed");
+                tracing::warn!(run = %id, error = %ErrorChain(&e), "event stream read failed");
                 return;
             }
         }

@@ -76,7 +76,10 @@ pub async fn render_report(
         tokio::task::spawn_blocking(move || fathom_export::render_fragment(&req.markdown))
             .await
             .map_err(|e| {
-                ApiError::from(ExportError::Write(format!("the renderer stopped: {e}")))
+                ApiError::from(ExportError::Write {
+                    what: "the renderer stopped".into(),
+                    source: e.into(),
+                })
             })??;
     Ok(Json(fragment.into()))
 }
