@@ -65,7 +65,7 @@ impl SqlStore {
             .bind(path)
             .execute(self.pool())
             .await
-            .map_err(db_err::<StoreError>)?;
+            .map_err(db_err)?;
         Ok(())
     }
 
@@ -78,7 +78,7 @@ impl SqlStore {
         let found: Vec<String> = sqlx::query_scalar("PRAGMA integrity_check")
             .fetch_all(self.pool())
             .await
-            .map_err(db_err::<StoreError>)?;
+            .map_err(db_err)?;
         Ok((found != ["ok"]).then(|| found.join("; ")))
     }
 
@@ -88,14 +88,14 @@ impl SqlStore {
             sqlx::query_as("SELECT status, COUNT(*) FROM runs GROUP BY status ORDER BY status")
                 .fetch_all(self.pool())
                 .await
-                .map_err(db_err::<StoreError>)?;
+                .map_err(db_err)?;
         let count = |table: &'static str| async move {
             sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
                 "SELECT COUNT(*) FROM {table}"
             )))
             .fetch_one(self.pool())
             .await
-            .map_err(db_err::<StoreError>)
+            .map_err(db_err)
         };
         Ok(Inventory {
             runs: rows.into_iter().collect(),
