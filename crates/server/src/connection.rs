@@ -595,6 +595,9 @@ async fn write_all(tcp: &TcpStream, bytes: &[u8]) -> io::Result<()> {
 }
 
 #[cfg(test)]
+mod head_fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
