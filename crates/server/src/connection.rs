@@ -946,7 +946,7 @@ mod tests {
             .unwrap();
         let (server_end, client_end) = (addr.parse().unwrap(), mid_body.local_addr().unwrap());
         tokio::time::timeout(DEADLINE, async {
-            while unread_by_server(server_end, client_end) != Some(0) {
+            while fathom_testkit::tcp::unread_by_server(server_end, client_end) != Some(0) {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
@@ -966,29 +966,5 @@ mod tests {
             let rest = read_to_close(&mut conn, what).await;
             assert!(rest.is_empty(), "{what}: {rest:?}");
         }
-    }
-
-    /// Bytes the server's end of a loopback TCP connection has received and its process not
-    /// yet read (Linux's `/proc/net/tcp`); none if the connection is not listed.
-    fn unread_by_server(server: std::net::SocketAddr, client: std::net::SocketAddr) -> Option<u64> {
-        let hex = |a: std::net::SocketAddr| match a {
-            std::net::SocketAddr::V4(a) => Some(format!(
-                "{:08X}:{:04X}",
-                u32::from_le_bytes(a.ip().octets()),
-                a.port()
-            )),
-            std::net::SocketAddr::V6(_) => None,
-        };
-        let (server, client) = (hex(server)?, hex(client)?);
-        let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
-        table.lines().skip(1).find_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.get(1) == Some(&server.as_str()) && fields.get(2) == Some(&client.as_str()))
-                .then(|| {
-                    let queues = fields.get(4)?;
-                    u64::from_str_radix(queues.split(':').nth(1)?, 16).ok()
-                })
-                .flatten()
-        })
     }
 }
