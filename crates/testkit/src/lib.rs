@@ -13,6 +13,7 @@ pub mod fixtures;
 pub mod hostile;
 pub mod llm;
 pub mod memory;
+pub mod tcp;
 pub mod web;
 pub mod webdriver;
 
