@@ -103,7 +103,8 @@ fn add_common_answers(doc: &mut Value) {
             };
             let foreign = "sent by a web page whose origin the server does not allow (see \
                            --cors-origin)";
-            if path == "/health" {
+            // Every key may read: there a 403 is only a foreign page's.
+            if path == "/health" || role == crate::auth::Role::Read {
                 add("403", foreign);
             } else {
                 add(
