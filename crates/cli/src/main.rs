@@ -89,6 +89,11 @@ enum Command {
     },
     /// Creates the database if needed and applies migrations.
     Migrate,
+    /// API keys for `fathom serve` (the keys file).
+    Keys {
+        #[command(subcommand)]
+        command: commands::keys::KeysCommand,
+    },
     /// Writes a consistent copy of the database while it serves (SQLite online; Postgres
     /// through pg_dump), and says what it holds and how to restore it.
     Backup(commands::backup::BackupArgs),
@@ -141,8 +146,10 @@ enum SessionsCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::PdfWorker(args) = cli.command {
-        return pdf_worker::run(args);
+    match cli.command {
+        Command::PdfWorker(args) => return pdf_worker::run(args),
+        Command::Keys { command } => return commands::keys::run(command),
+        _ => {}
     }
     memory::settle_allocator();
     match tokio::runtime::Runtime::new() {
@@ -228,7 +235,9 @@ async fn command(app: &app::App, command: Command) -> anyhow::Result<ExitCode> {
             SessionsCommand::Show { id } => sessions::show(app, &id).await?,
         },
         Command::Index { dir } => index::index(app, &dir).await?,
-        Command::PdfWorker(_) => unreachable!("handled before the runtime starts"),
+        Command::PdfWorker(_) | Command::Keys { .. } => {
+            unreachable!("handled before the runtime starts")
+        }
         Command::Migrate => {
             let store = app.connect().await?;
             println!("database ready ({:?})", store.dialect());

@@ -531,6 +531,9 @@ async fn start_edit_approve_watch_cite_and_reopen() {
         .await;
     b.wait_for_text("#plan-details > summary", "as edited")
         .await;
+    // Without keys the decision is recorded as nobody's.
+    b.wait_for_text("#plan-decision", "Approved by anonymous at ")
+        .await;
 
     // A second session, so that searching the list means something.
     let other: Value = http()
@@ -745,6 +748,9 @@ async fn api_key_reload_and_server_restart_mid_run() {
     )
     .await;
     b.click_css("#approve-button").await;
+    // Who approved: the key FATHOM_API_KEY gives is the admin key named `default`.
+    b.wait_for_text("#plan-decision", "Approved by default at ")
+        .await;
 
     // Mid-run: reload, and the page reattaches to the live stream from its start.
     b.wait_until(

@@ -88,7 +88,8 @@ type StartGuard = Arc<dyn Fn(Value) -> BoxFuture<Result<(), StartRefusal>> + Sen
 /// How a run stopped without completing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stopped {
-    Cancelled,
+    /// Cancelled, by the API key named `by` when the server has keys.
+    Cancelled { by: Option<String> },
     /// Failed (a step gave up, or the run's deadline passed), and why.
     Failed(String),
 }

@@ -43,6 +43,14 @@ pub struct ApproveEvent {
     pub plan: Option<Plan>,
     #[serde(default)]
     pub answers: Option<Vec<String>>,
+    /// Who decided: the name of the API key the server took the decision from. Set by the
+    /// server on `POST /events/{id}` (what a sender puts here is replaced); null when the
+    /// server has no keys, and from the command line or MCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// When the server took the decision (ISO 8601, UTC); set by the server like `by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
 }
 impl_event!(
     ApproveEvent,

@@ -136,6 +136,51 @@ pub struct ResearchState {
     /// (the agent's notes are in `gathered`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Every decision taken on the run, in order: each approval or rejection of a plan, and
+    /// a cancel.
+    #[serde(default)]
+    pub decisions: Vec<Decision>,
+}
+
+/// What a person decided on a run: who (the API key's name; None without keys), when, and
+/// on which plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// `approved`, `rejected` or `cancelled`.
+    pub action: String,
+    pub by: Option<String>,
+    /// ISO 8601, UTC.
+    pub at: String,
+    pub approved: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// The plan decided on: the state's `round` when the decision was taken (0: none yet).
+    pub plan_round: u32,
+    /// An approval that sent an edited plan.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
+}
+
+impl Decision {
+    /// One line for people: `plan round 2 approved by alice at 2026-...`.
+    pub fn describe(&self) -> String {
+        let who = self.by.as_deref().unwrap_or("anonymous");
+        let what = if self.action == "cancelled" {
+            "run cancelled".to_string()
+        } else {
+            format!(
+                "plan round {} {}{}",
+                self.plan_round,
+                if self.edited { "edited and " } else { "" },
+                self.action
+            )
+        };
+        let mut line = format!("{what} by {who} at {}", self.at);
+        if let Some(f) = &self.feedback {
+            line.push_str(&format!(": {f}"));
+        }
+        line
+    }
 }
 
 impl ResearchState {
@@ -168,6 +213,7 @@ impl ResearchState {
             "parent_id": self.parent.as_ref().map(|p| &p.research_id),
             "parent_query": self.parent.as_ref().map(|p| &p.query),
             "delivery": self.delivery,
+            "decisions": self.decisions,
             "updated_at_ms": now_ms(),
         })
     }

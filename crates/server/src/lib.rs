@@ -24,6 +24,7 @@ mod error;
 mod extract;
 mod guard;
 mod openapi;
+mod owners;
 mod routes;
 mod ui;
 
@@ -36,6 +37,7 @@ use fathom_data::{ArtifactStore, CollectionScope, CollectionStore};
 use fathom_engine::Engine;
 use tower_http::catch_panic::CatchPanicLayer;
 
+pub use auth::{ApiKey, Caller, KeyEntry, Role, parse_keys_file};
 pub use deployment::{Deployment, DeploymentError, EMBEDDED_PYPROJECT};
 pub use error::{ApiError, ErrorBody};
 pub use openapi::openapi_document;
@@ -44,8 +46,11 @@ pub use openapi::openapi_document;
 pub struct ServerConfig {
     pub deployment: Deployment,
     /// When set, every route but health needs `Authorization: Bearer <key>` (or `?api_key=`
-    /// for EventSource, which cannot send headers).
+    /// for EventSource, which cannot send headers). This key is an `admin` key named
+    /// [`DEFAULT_KEY_NAME`], beside those in `keys`.
     pub api_key: Option<String>,
+    /// Named keys with roles (a keys file). With none here and no `api_key`, the API is open.
+    pub keys: Vec<ApiKey>,
     /// Web origins allowed beside the server's own (the bundled UI), e.g.
     /// `http://localhost:5173`; `*` allows any. A request from any other origin is refused.
     pub cors_origins: Vec<String>,
@@ -76,6 +81,7 @@ impl ServerConfig {
         ServerConfig {
             deployment,
             api_key: None,
+            keys: Vec::new(),
             cors_origins: Vec::new(),
             body_limit: 1024 * 1024,
             heartbeat: Duration::from_secs(25),
@@ -154,6 +160,9 @@ async fn accept_failed(e: std::io::Error) {
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
+/// The name of the key given as `api_key` (`FATHOM_API_KEY`), an `admin` key.
+pub const DEFAULT_KEY_NAME: &str = "default";
+
 /// What every request handler reaches.
 pub struct AppState {
     pub engine: Arc<Engine>,
@@ -161,6 +170,8 @@ pub struct AppState {
     /// Fetched documents and reports, served at `/artifacts/{file_id}`.
     pub artifacts: Arc<dyn ArtifactStore>,
     pub config: ServerConfig,
+    /// Every key the server takes: `config.keys` and `config.api_key`. Empty: no auth.
+    pub(crate) keys: Vec<ApiKey>,
     /// Turned on when the server shuts down: open event streams end, so their clients
     /// reconnect (with `Last-Event-ID`) to a server that stays.
     closing: tokio::sync::watch::Sender<bool>,
@@ -186,11 +197,25 @@ impl AppState {
                 });
             }
         }
+        let mut keys = config.keys.clone();
+        if let Some(secret) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
+            if keys.iter().any(|k| k.name == DEFAULT_KEY_NAME) {
+                return Err(DeploymentError::Invalid {
+                    path: "keys".into(),
+                    reason: format!(
+                        "the keys file names a key '{DEFAULT_KEY_NAME}', the name of the key \
+                         given as FATHOM_API_KEY; rename one"
+                    ),
+                });
+            }
+            keys.push(ApiKey::from_secret(DEFAULT_KEY_NAME, Role::Admin, secret));
+        }
         Ok(Arc::new(AppState {
             engine,
             collections,
             artifacts,
             config,
+            keys,
             closing: tokio::sync::watch::channel(false).0,
         }))
     }

@@ -62,8 +62,8 @@ fn error_answer(description: &str) -> Value {
     })
 }
 
-/// The answers any operation may give that its handler does not: the API key (401), a
-/// request from a foreign web page (403), and a request refused before the handler reads it
+/// The answers any operation may give that its handler does not: the API key (401), a key
+/// whose role is below the operation's or a request from a foreign web page (403), and a request refused before the handler reads it
 /// (400 for a path or query that does not decode, 413 and 415 for its body).
 fn add_common_answers(doc: &mut Value) {
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
@@ -73,7 +73,7 @@ fn add_common_answers(doc: &mut Value) {
         let Some(ops) = ops.as_object_mut() else {
             continue;
         };
-        for op in ops.values_mut() {
+        for (method, op) in ops.iter_mut() {
             let has_params = op
                 .get("parameters")
                 .and_then(Value::as_array)
@@ -93,10 +93,27 @@ fn add_common_answers(doc: &mut Value) {
                     "the server has an API key and the request did not give it (Authorization: Bearer)",
                 );
             }
-            add(
-                "403",
-                "sent by a web page whose origin the server does not allow (see --cors-origin)",
-            );
+            let method = axum::http::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+                .unwrap_or(axum::http::Method::POST);
+            let (role, _) = crate::auth::needed_role(&method, path, None);
+            let own = if path.ends_with("/cancel") {
+                " (a run another key started, or purge=true: admin)"
+            } else {
+                ""
+            };
+            let foreign = "sent by a web page whose origin the server does not allow (see \
+                           --cors-origin)";
+            // Every key may read: there a 403 is only a foreign page's.
+            if path == "/health" || role == crate::auth::Role::Read {
+                add("403", foreign);
+            } else {
+                add(
+                    "403",
+                    &format!(
+                        "the API key's role is below {role}, which this needs{own}; or {foreign}"
+                    ),
+                );
+            }
             if uses_database(path) {
                 add(
                     "503",

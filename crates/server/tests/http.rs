@@ -304,10 +304,17 @@ async fn gate_reject_edit_approve(dialect: Dialect) {
     let (status, _) = send_approve("approve-1").await;
     assert_eq!(status, 200);
     let rest = read_until(&mut stream, is_stop).await;
-    // The approval commits with an AgentInput for the research phase, carrying the plan.
+    // The approval commits with the decision said to the planner (who, when, which plan;
+    // nobody's without keys), then an AgentInput for the research phase, carrying the plan.
     assert_eq!(rest[0].1["type"], "AgentInput");
-    assert_eq!(rest[0].1["value"]["current_agent_name"], "researcher");
-    let handed = rest[0].1["value"]["input"][0]["blocks"][0]["text"]
+    let decision = &rest[0].1["value"]["input"][0]["additional_kwargs"]["decision"];
+    assert_eq!(decision["action"], "approved");
+    assert_eq!(decision["by"], Value::Null);
+    assert_eq!(decision["plan_round"], 2);
+    assert_eq!(decision["edited"], true);
+    assert_eq!(rest[1].1["type"], "AgentInput");
+    assert_eq!(rest[1].1["value"]["current_agent_name"], "researcher");
+    let handed = rest[1].1["value"]["input"][0]["blocks"][0]["text"]
         .as_str()
         .unwrap();
     assert!(

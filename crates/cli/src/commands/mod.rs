@@ -5,6 +5,7 @@ pub mod eval;
 pub mod export;
 pub mod fetch;
 pub mod index;
+pub mod keys;
 pub mod mcp;
 pub mod pdf_worker;
 pub mod research;

@@ -463,7 +463,7 @@ async fn ask(research: &Research, id: &str) -> anyhow::Result<Option<ApproveEven
                     approved: false,
                     feedback,
                     answers: Some(answers),
-                    plan: None,
+                    ..Default::default()
                 }));
             }
             "q" | "quit" => return Ok(None),

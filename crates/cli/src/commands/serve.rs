@@ -33,9 +33,15 @@ pub struct ServeArgs {
     #[arg(long, env = "FATHOM_PYPROJECT")]
     pyproject: Option<PathBuf>,
     /// Require `Authorization: Bearer <key>` on every route but health. Needed to listen on
-    /// an address other than loopback, unless --insecure-no-auth.
+    /// an address other than loopback (or --keys-file), unless --insecure-no-auth. This key
+    /// is an `admin` key named `default`.
     #[arg(long, env = "FATHOM_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
+    /// A JSON file listing keys with names and roles, `[{"name", "role", "sha256"}]` (role:
+    /// read, run, approve or admin; an entry is made by `fathom keys hash`). Beside
+    /// --api-key, or instead of it.
+    #[arg(long, env = "FATHOM_KEYS_FILE")]
+    keys_file: Option<PathBuf>,
     /// Listen on a non-loopback address without an API key: anyone who reaches the port can
     /// start runs and read every session. Only behind something else that checks access.
     #[arg(long, env = "FATHOM_INSECURE_NO_AUTH")]
@@ -156,10 +162,29 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
         .parse()
         .with_context(|| format!("'{}' is not an IP address to listen on", args.host))?;
     let api_key = args.api_key.clone().filter(|k| !k.is_empty());
-    if api_key.is_none() && !addr.ip().is_loopback() && !args.insecure_no_auth {
+    let keys = match &args.keys_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the keys file {}", path.display()))?;
+            let keys = fathom_server::parse_keys_file(&text)
+                .map_err(|e| anyhow::anyhow!("keys file {}: {e}", path.display()))?;
+            if keys.is_empty() && api_key.is_none() {
+                anyhow::bail!(
+                    "keys file {} lists no key: the API would be open; add one (fathom keys \
+                     hash) or leave the file out",
+                    path.display()
+                );
+            }
+            keys
+        }
+        None => Vec::new(),
+    };
+    let auth = api_key.is_some() || !keys.is_empty();
+    if !auth && !addr.ip().is_loopback() && !args.insecure_no_auth {
         anyhow::bail!(
-            "refusing to listen on {} without an API key: pass --api-key (or FATHOM_API_KEY), \
-             or --insecure-no-auth if something in front of Fathom checks access",
+            "refusing to listen on {} without an API key: pass --api-key (or FATHOM_API_KEY) \
+             or --keys-file (FATHOM_KEYS_FILE), or --insecure-no-auth if something in front of \
+             Fathom checks access",
             addr.ip()
         );
     }
@@ -175,6 +200,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
     .await?;
     let server_config = ServerConfig {
         api_key: api_key.clone(),
+        keys,
         cors_origins: args.cors_origins.clone(),
         body_limit: args.body_limit_kib.max(1) * 1024,
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
@@ -212,11 +238,7 @@ pub async fn serve(app: &App, args: ServeArgs) -> anyhow::Result<ExitCode> {
             .cloned()
             .collect::<Vec<_>>()
             .join(", "),
-        if api_key.is_some() {
-            " (API key required)"
-        } else {
-            ""
-        },
+        if auth { " (API key required)" } else { "" },
         if worker.is_none() {
             " (no worker: runs are driven by `fathom worker` processes)"
         } else {

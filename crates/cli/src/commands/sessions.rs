@@ -1,5 +1,6 @@
 //! `fathom sessions list` and `fathom sessions show ID`: saved research sessions.
 
+use fathom_research::state::Decision;
 use fathom_research::{Plan, Sessions};
 use serde_json::Value;
 
@@ -43,6 +44,12 @@ pub async fn show(app: &App, id: &str) -> anyhow::Result<()> {
     }
     if let Ok(plan) = serde_json::from_value::<Plan>(s["plan"].clone()) {
         print!("{}", render_plan(&plan));
+    }
+    // Who approved, rejected or cancelled, when, and on which plan.
+    for d in s["decisions"].as_array().into_iter().flatten() {
+        if let Ok(d) = serde_json::from_value::<Decision>(d.clone()) {
+            println!("decision  {}", d.describe());
+        }
     }
     if let Some(sources) = s["sources"].as_array() {
         println!("sources:");

@@ -468,8 +468,23 @@ impl Engine {
     /// Cancels a run: it stops at its next commit, and a `WorkflowCancelledEvent` ends its
     /// stream.
     pub async fn cancel(&self, run_id: &str) -> Result<CancelOutcome, EngineError> {
-        let env = Envelope::of(&WorkflowCancelledEvent {})
+        self.cancel_by(run_id, None).await
+    }
+
+    /// [`Self::cancel`], saying who cancelled (an API key's name): on the
+    /// `WorkflowCancelledEvent` and to the workflow's `on_stopped` hook.
+    pub async fn cancel_by(
+        &self,
+        run_id: &str,
+        by: Option<&str>,
+    ) -> Result<CancelOutcome, EngineError> {
+        let by = by.map(String::from);
+        let mut env = Envelope::of(&WorkflowCancelledEvent {})
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        // `{}` as the Python server sends it; `{"by": name}` when a key's name is known.
+        if let (Some(name), Some(value)) = (&by, env.value.as_object_mut()) {
+            value.insert("by".into(), Value::String(name.clone()));
+        }
         let outcome = self.store.cancel_run(run_id, env).await?;
         // A run this process drives lets go now rather than at its next write.
         if let Some(driving) = self.lock_active().get(run_id) {
@@ -485,7 +500,7 @@ impl Engine {
             while self.lock_active().contains_key(run_id) && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            self.stopped(&run, Stopped::Cancelled).await;
+            self.stopped(&run, Stopped::Cancelled { by }).await;
         }
         self.notify(run_id);
         Ok(outcome)

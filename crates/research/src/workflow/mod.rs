@@ -108,7 +108,20 @@ pub fn deep_research(deps: Arc<ResearchDeps>) -> Arc<dyn ErasedWorkflow> {
             let deps = stopping.clone();
             async move {
                 state.status = match how {
-                    Stopped::Cancelled => SessionStatus::Cancelled,
+                    Stopped::Cancelled { by } => {
+                        let at = fathom_data::format_timestamp_ms(fathom_engine::store::now_ms());
+                        let plan_round = state.round;
+                        state.decisions.push(crate::state::Decision {
+                            action: "cancelled".into(),
+                            by,
+                            at,
+                            approved: false,
+                            feedback: None,
+                            plan_round,
+                            edited: false,
+                        });
+                        SessionStatus::Cancelled
+                    }
                     Stopped::Failed(why) => {
                         state.notes.push(format!("the run failed: {why}"));
                         SessionStatus::Failed

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use fathom_data::format_timestamp_ms;
 use fathom_engine::store::now_ms;
 use fathom_engine::{Either, StepError};
 use serde_json::{Value, json};
@@ -10,7 +11,7 @@ use super::{PLANNER, RESEARCHER, ResearchDeps};
 use crate::events::*;
 use crate::rules::plan::{Plan, decompose_query, one_step};
 use crate::settings::Mode;
-use crate::state::SessionStatus;
+use crate::state::{Decision, SessionStatus};
 use crate::state::{RunCtx, next_tool_id};
 use crate::tools::Invocation;
 
@@ -135,6 +136,39 @@ pub(super) async fn replan(
     plan_round(ctx, &deps, ev.feedback, ev.answers).await
 }
 
+/// Keeps who decided on plan `round`, and when, in the state (the session shows it) and on
+/// the stream: an `AgentInput` to the planner whose message says it, the record under
+/// `additional_kwargs.decision`.
+fn record_decision(ctx: &RunCtx, decision: &ApproveEvent, round: u32) -> Result<(), StepError> {
+    let record = Decision {
+        action: if decision.approved {
+            "approved"
+        } else {
+            "rejected"
+        }
+        .into(),
+        by: decision.by.clone(),
+        at: decision
+            .at
+            .clone()
+            .unwrap_or_else(|| format_timestamp_ms(now_ms())),
+        approved: decision.approved,
+        feedback: decision.feedback.clone().filter(|f| !f.trim().is_empty()),
+        plan_round: round,
+        edited: decision.approved && decision.plan.is_some(),
+    };
+    ctx.edit_state(|s| s.decisions.push(record.clone()));
+    let mut message = ChatMessage::new("user", record.describe());
+    message.additional_kwargs.insert(
+        "decision".into(),
+        serde_json::to_value(&record).unwrap_or(Value::Null),
+    );
+    ctx.write_stream(&AgentInput {
+        input: vec![message],
+        current_agent_name: PLANNER.into(),
+    })
+}
+
 pub(super) async fn await_approval(
     ctx: RunCtx,
     deps: Arc<ResearchDeps>,
@@ -146,7 +180,9 @@ pub(super) async fn await_approval(
         .clone()
         .ok_or_else(|| StepError::failed("no plan to approve"))?;
     let decision = if state.settings()?.require_approval {
-        ctx.wait_for::<ApproveEvent>().await?
+        let decision = ctx.wait_for::<ApproveEvent>().await?;
+        record_decision(&ctx, &decision, state.round)?;
+        decision
     } else {
         ApproveEvent {
             approved: true,
@@ -154,6 +190,7 @@ pub(super) async fn await_approval(
         }
     };
     if !decision.approved {
+        deps.save_session(&ctx.state()).await?;
         return Ok(Either::Right(Replan {
             feedback: decision.feedback,
             answers: decision.answers.unwrap_or_default(),

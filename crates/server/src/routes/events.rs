@@ -9,8 +9,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use fathom_data::format_timestamp_ms;
 use fathom_engine::ErrorChain;
-use fathom_engine::store::{StoreError, StoredEvent};
+use fathom_engine::store::{StoreError, StoredEvent, now_ms};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -20,6 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::State as AppRef;
 use super::handlers::load_run;
+use crate::auth::CallerOf;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, PathParam, QueryParams};
 
@@ -245,6 +247,7 @@ fn parse_envelope(event: Option<Value>) -> ApiResult<(String, Value)> {
               (status = 409, body = crate::ErrorBody, description = "the run has ended")))]
 pub async fn send_event(
     State(state): State<AppRef>,
+    CallerOf(caller): CallerOf,
     PathParam(id): PathParam,
     headers: HeaderMap,
     ApiJson(req): ApiJson<SendEventRequest>,
@@ -271,7 +274,7 @@ pub async fn send_event(
             .await?;
         return Ok(Json(json!({"status": "sent"})));
     }
-    let (event_type, value) = parse_envelope(req.event)?;
+    let (event_type, mut value) = parse_envelope(req.event)?;
     if let Some(step) = req.step.as_deref().filter(|s| !s.is_empty()) {
         let known = state
             .engine
@@ -292,6 +295,20 @@ pub async fn send_event(
             format!("auto:{}", hex::encode(h.finalize()))
         }
     };
+    // A decision says who took it and when: the key's name (null without keys) and the
+    // time, set here whatever the sender wrote there (after the retry key above, so a retry
+    // is still the same delivery).
+    let is_decision = state
+        .engine
+        .workflow(&run.workflow)
+        .is_some_and(|wf| wf.is_decision(&event_type));
+    if is_decision && let Some(fields) = value.as_object_mut() {
+        fields.insert(
+            "by".into(),
+            caller.name.clone().map_or(Value::Null, Value::String),
+        );
+        fields.insert("at".into(), Value::String(format_timestamp_ms(now_ms())));
+    }
     state
         .engine
         .send_to(&run, &event_type, value, Some(key))

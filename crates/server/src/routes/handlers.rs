@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::State as AppRef;
 use crate::AppState;
+use crate::auth::{CallerOf, Role};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{PathParam, QueryParams};
 
@@ -165,11 +166,25 @@ pub async fn get_handler(
               (status = 409, body = crate::ErrorBody, description = "already finished (without purge)")))]
 pub async fn cancel_handler(
     State(state): State<AppRef>,
+    CallerOf(caller): CallerOf,
     PathParam(id): PathParam,
     query: QueryParams,
 ) -> ApiResult<Json<Value>> {
     let purge = query.bool("purge", false)?;
-    match state.engine.cancel(&id).await? {
+    if purge && caller.role < Role::Admin {
+        return Err(caller.refused("purging a run", Role::Admin));
+    }
+    if caller.role < Role::Admin {
+        // A `run` or `approve` key cancels the runs it started, and no other.
+        if state.engine.store().run_head(&id).await?.is_none() {
+            return Err(ApiError::handler_not_found());
+        }
+        let starter = crate::owners::starter(&state, &id).await?;
+        if starter.is_none() || starter != caller.name {
+            return Err(caller.refused("cancelling a run another key started", Role::Admin));
+        }
+    }
+    match state.engine.cancel_by(&id, caller.name.as_deref()).await? {
         CancelOutcome::NotFound => return Err(ApiError::handler_not_found()),
         CancelOutcome::AlreadyTerminal(s) if !purge => {
             return Err(ApiError::conflict(format!(
@@ -181,6 +196,7 @@ pub async fn cancel_handler(
     }
     if purge {
         state.engine.store().delete_run(&id).await?;
+        crate::owners::forget(&state, &id).await?;
         return Ok(Json(json!({"status": "deleted"})));
     }
     Ok(Json(json!({"status": "cancelled"})))

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::State as AppRef;
 use super::handlers::{HandlerView, handler_status_code};
 use crate::AppState;
+use crate::auth::{Caller, CallerOf};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, PathParam};
 
@@ -82,7 +83,12 @@ fn start_payload(req: &RunRequest) -> ApiResult<Value> {
     }
 }
 
-async fn start(state: &AppState, public: &str, req: RunRequest) -> ApiResult<HandlerView> {
+async fn start(
+    state: &AppState,
+    caller: &Caller,
+    public: &str,
+    req: RunRequest,
+) -> ApiResult<HandlerView> {
     let (engine_name, _) = workflow(state, public)?;
     let payload = start_payload(&req)?;
     if let Some(id) = &req.handler_id
@@ -107,6 +113,10 @@ async fn start(state: &AppState, public: &str, req: RunRequest) -> ApiResult<Han
             },
         )
         .await?;
+    // A `run` key may cancel the runs it started: which key that was is recorded.
+    if let Some(key) = &caller.name {
+        crate::owners::record(state, &run.id, key).await?;
+    }
     Ok(HandlerView::of(state, &run))
 }
 
@@ -128,10 +138,11 @@ pub async fn list_workflows(State(state): State<AppRef>) -> Json<WorkflowsList> 
               (status = 409, body = crate::ErrorBody)))]
 pub async fn run_workflow(
     State(state): State<AppRef>,
+    caller: CallerOf,
     PathParam(name): PathParam,
     ApiJson(req): ApiJson<RunRequest>,
 ) -> ApiResult<Response> {
-    let started = start(&state, &name, req).await?;
+    let started = start(&state, &caller.0, &name, req).await?;
     let run = state.engine.wait_terminal(&started.handler_id).await?;
     Ok((
         handler_status_code(run.status),
@@ -147,10 +158,11 @@ pub async fn run_workflow(
               (status = 404, body = crate::ErrorBody), (status = 409, body = crate::ErrorBody)))]
 pub async fn run_nowait(
     State(state): State<AppRef>,
+    caller: CallerOf,
     PathParam(name): PathParam,
     ApiJson(req): ApiJson<RunRequest>,
 ) -> ApiResult<Json<HandlerView>> {
-    Ok(Json(start(&state, &name, req).await?))
+    Ok(Json(start(&state, &caller.0, &name, req).await?))
 }
 
 /// JSON Schemas of the start and stop events.

@@ -18,6 +18,9 @@ export function newRun(id) {
     /** The plan as approved (an edited one differs from the proposal): from the decision
      * sent here, the saved session, or the result. */
     approvedPlan: null,
+    /** Decisions taken on the run ({action, by, at, approved, feedback, plan_round}): from
+     * the stream (the planner's input that carries one) or the saved session. */
+    decisions: [],
     /** Settings from the saved session, when known. */
     requireApproval: null,
     agents: new Map(), // name -> {name, doing, searches, reads, lastAt}
@@ -135,6 +138,15 @@ export function apply(run, env, seq) {
       const said = (v.input || []).map(text).join('\n').trim();
       const a = agent(run, name);
       a.doing = firstLine(said);
+      // A decision on the plan (who, when, which round), not a question for the planner.
+      const decision = (v.input || []).map((m) => m && m.additional_kwargs && m.additional_kwargs.decision).find(Boolean);
+      if (decision) {
+        addDecision(run, decision);
+        changed.add('plan');
+        changed.add('agents');
+        changed.entry = push(run, { kind: 'input', agent: name, text: said });
+        break;
+      }
       if (name === 'planner' && !run.query && said) run.query = said;
       if (name === 'planner' && run.plan) {
         run.phase = 'planning';
@@ -334,6 +346,18 @@ function toolResult(run, entry, changed) {
   }
 }
 
+/** Keeps a decision once (the stream and the saved session both carry it). */
+export function addDecision(run, d) {
+  if (!d || typeof d !== 'object') return;
+  const same = (x) => x.action === d.action && x.at === d.at && x.plan_round === d.plan_round;
+  if (!run.decisions.some(same)) run.decisions.push(d);
+}
+
+/** The approval of the plan the run went on with, if one is known. */
+export function approval(run) {
+  return run.decisions.filter((d) => d.action === 'approved').pop() || null;
+}
+
 function stop(run, env) {
   const v = env.value || {};
   run.phase = 'done';
@@ -342,6 +366,7 @@ function stop(run, env) {
   switch (env.type) {
     case 'WorkflowCancelledEvent':
       run.status = 'cancelled';
+      if (v.by) run.cancelledBy = v.by;
       break;
     case 'WorkflowFailedEvent': {
       run.status = 'failed';
@@ -381,6 +406,7 @@ export function applySession(run, session) {
   // Past the gate, the session's plan is the one approved.
   if (session.plan && ['running', 'completed', 'failed'].includes(session.status)) run.approvedPlan = session.plan;
   if (session.report_markdown && !run.reportMarkdown) run.reportMarkdown = session.report_markdown;
+  for (const d of session.decisions || []) addDecision(run, d);
   for (const s of session.sources || []) {
     if (!s || !s.url) continue;
     const mine = source(run, s.url);

@@ -7,7 +7,7 @@ import * as api from './api.js';
 import { announce, fill, h, jsonText, plural, uid } from './dom.js';
 import { planReviewForm, planSummary } from './plan-review.js';
 import { citedSources, renderReport, renderSources, reportStatus, artifactLink, exportLinks } from './report.js';
-import { TERMINAL, apply, applySession, changesReport, describeCall, newRun, shortUrl } from './run-state.js';
+import { TERMINAL, apply, applySession, approval, changesReport, describeCall, newRun, shortUrl } from './run-state.js';
 import { statusBadge } from './home.js';
 
 const TIMELINE_LIMIT = 400;
@@ -156,7 +156,7 @@ export function mountRun(main, id) {
   }
 
   function drawPlan() {
-    const key = `${run.phase}:${run.planRound}:${run.status}:${run.requireApproval}:${JSON.stringify(run.approvedPlan)}`;
+    const key = `${run.phase}:${run.planRound}:${run.status}:${run.requireApproval}:${JSON.stringify(run.approvedPlan)}:${run.decisions.length}`;
     if (key === planKey) return;
     planKey = key;
     const gate = run.phase === 'review' && run.status === 'running' && run.requireApproval !== false && !run.gone;
@@ -193,7 +193,18 @@ export function mountRun(main, id) {
     const label = approved || run.status === 'running'
       ? `Plan (approved${edited ? ' as edited' : ''}, round ${run.planRound || 1})`
       : `Plan (round ${run.planRound || 1})`;
-    fill(planBody, h('details', { class: 'plan-details', id: 'plan-details' }, h('summary', {}, label), planSummary(approved || run.plan)));
+    const by = approval(run);
+    const who = by && h('p', { class: 'muted plan-decision', id: 'plan-decision' },
+      `Approved by ${by.by || 'anonymous'} at ${when(by.at)}` + (by.plan_round ? ` (plan round ${by.plan_round})` : ''));
+    const cancelled = run.decisions.filter((d) => d.action === 'cancelled').pop();
+    const stopper = cancelled && h('p', { class: 'muted plan-decision', id: 'cancel-decision' },
+      `Cancelled by ${cancelled.by || 'anonymous'} at ${when(cancelled.at)}`);
+    fill(planBody, h('details', { class: 'plan-details', id: 'plan-details' }, h('summary', {}, label), planSummary(approved || run.plan)), who, stopper);
+  }
+
+  function when(iso) {
+    const t = Date.parse(iso);
+    return Number.isNaN(t) ? String(iso || '') : new Date(t).toLocaleString();
   }
 
   function drawAgents() {
