@@ -5,34 +5,20 @@
 //! reads back, everything the original held is there, and the waiting run is approved and
 //! completes.
 
+mod common;
 #[path = "common/served.rs"]
 mod served;
 
 use std::path::Path;
 use std::process::Command;
 
+use common::{fathom_on, ok};
 use fathom_engine::store::{RunStatus, RunStore};
 use fathom_store::{Dialect, SqlStore};
 use served::*;
 
 fn fathom(db: &str, dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_fathom"))
-        .current_dir(dir)
-        .env_remove("DATABASE_URL")
-        .args(["--database-url", db])
-        .args(args)
-        .output()
-        .expect("run fathom")
-}
-
-fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    fathom_on(db, dir, args, "")
 }
 
 async fn a_backup_restores_into_a_new_process(dialect: Dialect) {

@@ -3,13 +3,11 @@
 //! on which round, in the session, on the stream and in `fathom sessions show`; a `run` key
 //! that may cancel its own runs and no other.
 
+mod common;
 #[path = "common/served.rs"]
 mod served;
 
-use std::io::Write as _;
-use std::path::Path;
-use std::process::{Command, Stdio};
-
+use common::{fathom_on, ok};
 use fathom_store::Dialect;
 use serde_json::{Value, json};
 use served::*;
@@ -21,36 +19,6 @@ const KEYS: [(&str, &str, &str); 5] = [
     ("approver", "approve", "key-approve-1"),
     ("boss", "admin", "key-admin-1"),
 ];
-
-fn fathom(db: &str, dir: &Path, args: &[&str], stdin: &str) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fathom"))
-        .current_dir(dir)
-        .env_remove("DATABASE_URL")
-        .args(["--database-url", db])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run fathom");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
 
 struct Client {
     http: reqwest::Client,
@@ -201,7 +169,7 @@ async fn keys_with_roles(dialect: Dialect) {
     let entries: Vec<Value> = KEYS
         .iter()
         .map(|(name, role, key)| {
-            let line = ok(&fathom(
+            let line = ok(&fathom_on(
                 &env.db,
                 env.tmp.path(),
                 &["keys", "hash", "--name", name, "--role", role],
@@ -423,7 +391,7 @@ async fn keys_with_roles(dialect: Dialect) {
     assert_eq!(by_admin.0, 200, "{}", by_admin.1);
     drop(served);
 
-    let shown = ok(&fathom(
+    let shown = ok(&fathom_on(
         &env.db,
         env.tmp.path(),
         &["sessions", "show", &mine],
@@ -435,7 +403,7 @@ async fn keys_with_roles(dialect: Dialect) {
             && shown.contains("decision  plan round 2 approved by approver at "),
         "{shown}"
     );
-    let shown = ok(&fathom(
+    let shown = ok(&fathom_on(
         &env.db,
         env.tmp.path(),
         &["sessions", "show", &theirs],
@@ -473,7 +441,7 @@ async fn no_keys_decisions_are_anonymous() {
     assert_eq!(decision["by"], Value::Null);
     assert_eq!(decision["action"], "approved");
     drop(served);
-    let shown = ok(&fathom(
+    let shown = ok(&fathom_on(
         &env.db,
         env.tmp.path(),
         &["sessions", "show", &id],
@@ -492,7 +460,7 @@ fn a_bad_keys_file_is_refused() {
     let file = dir.path().join("keys.json");
     std::fs::write(&file, r#"[{"name": "x", "role": "root", "sha256": "00"}]"#).unwrap();
     let db = format!("sqlite://{}", dir.path().join("f.db").display());
-    let out = fathom(
+    let out = fathom_on(
         &db,
         dir.path(),
         &[

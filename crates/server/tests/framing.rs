@@ -22,7 +22,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fathom_corpus::Corpus;
 use fathom_research::Research;
 use fathom_server::{AppState, Deployment, ServerConfig};
 use fathom_store::Dialect;
@@ -66,14 +65,7 @@ impl Drop for Servers {
 async fn servers() -> Servers {
     let db = fresh(Dialect::Sqlite).await;
     let dir = tempfile::tempdir().unwrap();
-    let corpus_dir = dir.path().join("corpus");
-    std::fs::create_dir_all(&corpus_dir).unwrap();
-    fathom_testkit::fixtures::write_sample_corpus(&corpus_dir);
-    let corpus = Arc::new(
-        Corpus::open(&corpus_dir, &dir.path().join("index"))
-            .await
-            .unwrap(),
-    );
+    let corpus = fathom_testkit::fixtures::sample_corpus(dir.path()).await;
     let store = Arc::new(db.store.clone());
     let deps = fathom_testkit::offline_research_deps(corpus, store.clone());
     let research = Research::new(store.clone(), Default::default(), deps);

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eventsource_stream::Eventsource;
-use fathom_corpus::Corpus;
 use fathom_engine::EngineConfig;
 use fathom_engine::store::RunStore;
 use fathom_research::Research;
@@ -72,15 +71,7 @@ async fn server_with(opts: Opts) -> Server {
         None => fresh(opts.dialect).await,
     };
     let dir = tempfile::tempdir().unwrap();
-    let corpus_dir = dir.path().join("corpus");
-    std::fs::create_dir_all(&corpus_dir).unwrap();
-    fathom_testkit::fixtures::write_sample_corpus(&corpus_dir);
-    let corpus = Arc::new(
-        Corpus::open(&corpus_dir, &dir.path().join("index"))
-            .await
-            .unwrap(),
-    );
-    corpus.refresh(&|_, _| {}).await.unwrap();
+    let corpus = fathom_testkit::fixtures::sample_corpus(dir.path()).await;
     let store = Arc::new(db.store.clone());
     let deps = fathom_testkit::offline_research_deps(corpus, store.clone());
     // The stream readers' poll interval is the engine's.

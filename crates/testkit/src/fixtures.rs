@@ -64,6 +64,19 @@ pub fn write_sample_corpus(dir: &Path) {
     }
 }
 
+/// The sample corpus written into `dir/corpus`, opened with its index in `dir/index` and
+/// indexed: what a test server searches.
+pub async fn sample_corpus(dir: &Path) -> std::sync::Arc<fathom_corpus::Corpus> {
+    let corpus_dir = dir.join("corpus");
+    std::fs::create_dir_all(&corpus_dir).unwrap();
+    write_sample_corpus(&corpus_dir);
+    let corpus = fathom_corpus::Corpus::open(&corpus_dir, &dir.join("index"))
+        .await
+        .unwrap();
+    corpus.refresh(&|_, _| {}).await.unwrap();
+    std::sync::Arc::new(corpus)
+}
+
 /// A parsed plain-text document of `paras`, titled by its URL, claiming `words` words (the
 /// writer weighs documents by it).
 pub fn text_doc(url: &str, paras: &[&str], words: usize) -> fathom_parse::ParsedDoc {

@@ -50,6 +50,30 @@ pub fn run_until_crash(mut cmd: Command, crash_at: &str) -> String {
     session.expect("session id printed before the crash point")
 }
 
+/// `fathom <args>` on the database `db`, in `dir`, with `stdin` as its input (whatever
+/// DATABASE_URL the test process has is not passed on).
+#[allow(dead_code)]
+pub fn fathom_on(db: &str, dir: &std::path::Path, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fathom"))
+        .current_dir(dir)
+        .env_remove("DATABASE_URL")
+        .args(["--database-url", db])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run fathom");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// The standard output of a fathom run that must have succeeded; fails with all it said
 /// otherwise.
 #[allow(dead_code)] // not every test binary uses every helper
