@@ -1013,11 +1013,9 @@ async fn the_coordinator_model_sends_a_simple_question_to_a_direct_answer_from_l
     );
     corpus.refresh(&|_, _| {}).await.unwrap();
     let (research, store, _db) = service_with_local(&web, &llm, Some(corpus)).await;
-    // Approval is required by default: a simple answer has no plan to approve.
-    let run = research
-        .start("What did the survey measure?", None)
-        .await
-        .unwrap();
+    // Approval is required by default: a simple answer has no plan to approve. A few words of
+    // no form the rules know: the model is asked how to answer them.
+    let run = research.start("survey measured units", None).await.unwrap();
     assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
 
     assert_eq!(
@@ -1098,6 +1096,48 @@ async fn the_coordinator_model_sends_a_simple_question_to_a_direct_answer_from_l
         ],
         "{}",
         session["claims"]
+    );
+}
+
+/// With a model, a question whose form the rules read by a phrase is routed by them: the
+/// model is not asked (the scripted coordinator would call it an explanation, for full
+/// research), and the run answers it directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_question_the_rules_read_is_routed_without_asking_the_model() {
+    let web = SearchAndPages::start().await;
+    let llm = Server::start(scripted_agent()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("survey.md"),
+        "# The survey\n\nThe survey measured 42 units in 2024. The survey was run by \
+         volunteers over two summers, and its figures are published every spring.\n",
+    )
+    .unwrap();
+    let corpus = Arc::new(
+        fathom_corpus::Corpus::open(dir.path(), &dir.path().join(".index"))
+            .await
+            .unwrap(),
+    );
+    corpus.refresh(&|_, _| {}).await.unwrap();
+    let (research, store, _db) = service_with_local(&web, &llm, Some(corpus)).await;
+    let run = research
+        .start("What did the survey measure?", None)
+        .await
+        .unwrap();
+    assert_eq!(drive(&research, &run.id).await, RunStatus::Completed);
+    let state = store.get_run(&run.id).await.unwrap().unwrap().state;
+    assert_eq!(state["route"]["mode"], "simple");
+    assert_eq!(state["route"]["by"], "rules");
+    assert_eq!(state["route"]["kind"], "fact");
+    let roles: Vec<String> = llm
+        .requests()
+        .iter()
+        .map(|r| system(&r.body).split('.').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        roles,
+        ["You write one section of a research report"],
+        "no routing call: one section written"
     );
 }
 

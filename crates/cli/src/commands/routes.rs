@@ -1,5 +1,7 @@
 //! `fathom routes`: how the coordinator routes a labelled set of questions (see
-//! `tests/routing/README.md`): by the rules offline, or by the model when one is configured.
+//! `tests/routing/README.md`): by the rules offline; with a model configured, as a run routes
+//! (the rules where they read the question's form, the model about the rest), or by the model
+//! alone (`--model-only`).
 //! Prints each disagreement, the agreement overall and per form and language, and the
 //! confusion matrix of labels against routes. A web search is taken as configured, as the
 //! labels assume.
@@ -12,7 +14,7 @@ use anyhow::Context as _;
 use fathom_research::agent::Models;
 use fathom_research::agent::coordinator::{read_route, route_request, route_system, rules_instead};
 use fathom_research::route_eval::{Confusion, agreement_by, parse_labelled};
-use fathom_research::rules::route::{Route, RoutedBy, by_rules};
+use fathom_research::rules::route::{Route, by_rules, by_rules_when_sure};
 use serde_json::json;
 
 use crate::app::App;
@@ -25,6 +27,10 @@ pub struct RoutesArgs {
     /// Route by the rules even when a model is configured.
     #[arg(long)]
     rules: bool,
+    /// Ask the model about every question, also those whose form the rules read for sure (a
+    /// run asks it only about the rest): a measure of the model's own reading.
+    #[arg(long, conflicts_with = "rules")]
+    model_only: bool,
     /// Print the figures as JSON.
     #[arg(long)]
     json: bool,
@@ -42,24 +48,37 @@ pub async fn routes(app: &App, args: RoutesArgs) -> anyhow::Result<ExitCode> {
         (Some(roles), false) => Some(Models::from_roles(roles)?),
         _ => None,
     };
-    let router = if models.is_some() { "model" } else { "rules" };
+    let router = match (&models, args.model_only) {
+        (None, _) => "rules",
+        (Some(_), true) => "model alone",
+        (Some(_), false) => "rules, then the model where they cannot read the form",
+    };
     let started = Instant::now();
     let mut routed: Vec<Route> = Vec::with_capacity(set.len());
+    // Questions the model was asked about, and those its answer could not be used for.
+    let (mut asked, mut fell_back) = (0usize, 0usize);
     for q in &set {
-        let route = match &models {
-            None => by_rules(&q.question, true),
-            Some(models) => {
+        let sure = by_rules_when_sure(&q.question, true).filter(|_| !args.model_only);
+        let route = match (&models, sure) {
+            (None, _) => by_rules(&q.question, true),
+            // As a run does: the model is asked only where the rules cannot read the form.
+            (Some(_), Some(route)) => route,
+            (Some(models), None) => {
+                asked += 1;
                 let language = fathom_report::lang::detect(&q.question);
                 let request = route_request(route_system(language), &q.question);
                 let answer =
                     tokio::time::timeout(CALL_TIMEOUT, models.planner.chat(&request, &|_| {}))
                         .await;
-                match answer {
-                    Ok(Ok(response)) => read_route(response.json(), true)
-                        .unwrap_or_else(|e| rules_instead(&q.question, true, &e)),
-                    Ok(Err(e)) => rules_instead(&q.question, true, &e.to_string()),
-                    Err(_) => rules_instead(&q.question, true, "the call timed out"),
-                }
+                let read = match answer {
+                    Ok(Ok(response)) => read_route(response.json(), true),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("the call timed out".to_string()),
+                };
+                read.unwrap_or_else(|problem| {
+                    fell_back += 1;
+                    rules_instead(&q.question, true, &problem)
+                })
             }
         };
         routed.push(route);
@@ -71,11 +90,6 @@ pub async fn routes(app: &App, args: RoutesArgs) -> anyhow::Result<ExitCode> {
     let agreed = |i: usize| set[i].label == routed[i].mode;
     let by_form = agreement_by((0..set.len()).map(|i| (set[i].form.as_str(), agreed(i))));
     let by_language = agreement_by((0..set.len()).map(|i| (set[i].language.as_str(), agreed(i))));
-    // With a model, a route by the rules is one whose model answer could not be used.
-    let fell_back = match models {
-        Some(_) => routed.iter().filter(|r| r.by == RoutedBy::Rules).count(),
-        None => 0,
-    };
     if args.json {
         let rows: Vec<_> = set
             .iter()
@@ -93,6 +107,7 @@ pub async fn routes(app: &App, args: RoutesArgs) -> anyhow::Result<ExitCode> {
                 "agreed": confusion.agreed, "total": confusion.total,
                 "confusion": confusion.counts, "by_form": by_form,
                 "by_language": by_language, "fell_back_to_rules": fell_back,
+                "model_asked": asked,
                 "elapsed_ms": started.elapsed().as_millis() as u64,
             }))?
         );
@@ -121,10 +136,15 @@ pub async fn routes(app: &App, args: RoutesArgs) -> anyhow::Result<ExitCode> {
         println!("by language: {}", shares(&by_language));
         print!("{}", confusion.table());
         println!(
-            "agreement: {}/{} ({:.1}%){}, {:.1} s",
+            "agreement: {}/{} ({:.1}%){}{}, {:.1} s",
             confusion.agreed,
             confusion.total,
             100.0 * confusion.agreement(),
+            if models.is_some() {
+                format!(", the model asked about {asked}")
+            } else {
+                String::new()
+            },
             if fell_back > 0 {
                 format!(", {fell_back} routed by the rules (the model's answer could not be used)")
             } else {

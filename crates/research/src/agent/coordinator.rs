@@ -1,6 +1,7 @@
-//! The coordinator with a model: one structured call that says how a question is answered
-//! (directly, with a quick web look, or with full research) and why. Like the planner, it has
-//! no tools.
+//! The coordinator with a model: how a question is answered (directly, with a quick web look,
+//! or with full research) and why. The rules route a question whose form they read by a
+//! phrase or its shape; the model is asked, in one structured call, about the rest. Like the
+//! planner, it has no tools.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -9,7 +10,7 @@ use fathom_engine::StepError;
 use fathom_llm::{ChatRequest, Message, ResponseFormat};
 
 use super::{Models, ask, output_tokens, schema_of};
-use crate::rules::route::{Kind, Route, RoutedBy, by_rules};
+use crate::rules::route::{Kind, Route, RoutedBy, by_rules, by_rules_when_sure};
 use crate::state::RunCtx;
 
 /// The coordinator's answer as the model writes it: the kind of answer the question asks
@@ -80,13 +81,17 @@ pub fn route_system(code: &str) -> Message {
     super::system_in(SYSTEM, code)
 }
 
-/// The model's route, or the rules' when the model's answer cannot be used (with why).
+/// The rules' route where they read the question's form for sure, else the model's, or the
+/// rules' guess when the model's answer cannot be used (with why).
 pub async fn route(
     ctx: &RunCtx,
     models: &Models,
     question: &str,
     web: bool,
 ) -> Result<Route, StepError> {
+    if let Some(route) = by_rules_when_sure(question, web) {
+        return Ok(route);
+    }
     let request = route_request(route_system(&super::language(ctx)), question);
     let problem = match ask(
         ctx,

@@ -124,7 +124,8 @@ impl Kind {
     }
 }
 
-/// Words and phrases asking for what is new, in English, German, French, Spanish and Chinese.
+/// Words and phrases asking for what is new (recent, this year, the next release...), in
+/// English, German, French, Spanish, Portuguese, Italian, Chinese and Japanese.
 /// ("current" and "now" alone are left out: "the current working directory" is no news.)
 const NEW: &[&str] = &[
     "whats new",
@@ -180,6 +181,39 @@ const NEW: &[&str] = &[
     "ultima versione",
     "novità",
     "最新の",
+    "lately",
+    "these days",
+    "nowadays",
+    "next release",
+    "next version",
+    "neuerungen",
+    "neuigkeiten",
+    "neu in",
+    "kürzlich",
+    "in letzter zeit",
+    "dieses jahr",
+    "diesen monat",
+    "diese woche",
+    "nächste version",
+    "ce mois",
+    "ce mois-ci",
+    "cette année",
+    "cette semaine",
+    "prochaine version",
+    "próxima versión",
+    "recentemente",
+    "este ano",
+    "este mês",
+    "próxima versão",
+    "quest'anno",
+    "questo mese",
+    "prossima versione",
+    "今年",
+    "本月",
+    "本周",
+    "下一个版本",
+    "今年の",
+    "今月",
 ];
 
 /// Costs and benefits, when to choose what.
@@ -294,6 +328,28 @@ const COMPARISON: &[&str] = &[
     "diferença",
     "differenza",
     "違い",
+    "vergleiche",
+    "vergleichen",
+    "unterscheiden",
+    "unterscheidet",
+    "unterschiede",
+    "diferencian",
+    "diferencias",
+    "se diferencia",
+    "comparación",
+    "comparado",
+    "se distinguent",
+    "diffèrent",
+    "diffère",
+    "comparaison",
+    "comparé",
+    "diferenças",
+    "diferem",
+    "comparação",
+    "differenze",
+    "differiscono",
+    "confronto",
+    "invece di",
 ];
 
 /// Asking how or why something works or happens.
@@ -384,7 +440,8 @@ const HOW_TO: &[&str] = &[
     "如何",
 ];
 
-/// A list gathered: the kinds, ways, rules of something.
+/// A list gathered: the kinds, ways, rules, causes of something, in English, French, German,
+/// Spanish, Portuguese and Italian (after an opening such as "what are", "quels", "welche").
 const LIST_NOUNS: &[&str] = &[
     "kinds",
     "types",
@@ -415,6 +472,48 @@ const LIST_NOUNS: &[&str] = &[
     "invariants",
     "behaviors",
     "behaviours",
+    "causes",
+    "factors",
+    "problems",
+    "risks",
+    "examples",
+    "threats",
+    "sources",
+    "patterns",
+    "techniques",
+    "practices",
+    "pitfalls",
+    "mistakes",
+    "outils",
+    "moyens",
+    "façons",
+    "méthodes",
+    "étapes",
+    "règles",
+    "raisons",
+    "arten",
+    "möglichkeiten",
+    "werkzeuge",
+    "methoden",
+    "schritte",
+    "regeln",
+    "ursachen",
+    "gründe",
+    "herramientas",
+    "formas",
+    "maneras",
+    "métodos",
+    "tipos",
+    "pasos",
+    "reglas",
+    "causas",
+    "razones",
+    "ferramentas",
+    "maneiras",
+    "modi",
+    "strumenti",
+    "tipi",
+    "cause",
 ];
 const LIST_PHRASES: &[&str] = &[
     "list everything",
@@ -786,9 +885,21 @@ fn list(q: &str) -> Option<String> {
     if trimmed.starts_with("list ") {
         return Some("list".into());
     }
-    let opens = ["what are ", "which ", "what ", "name "]
-        .iter()
-        .any(|o| trimmed.starts_with(o));
+    let opens = [
+        "what are ",
+        "which ",
+        "what ",
+        "name ",
+        "quels ",
+        "quelles ",
+        "welche ",
+        "cuáles ",
+        "qué ",
+        "quais ",
+        "quali ",
+    ]
+    .iter()
+    .any(|o| trimmed.starts_with(o));
     if !opens {
         return None;
     }
@@ -816,6 +927,22 @@ pub fn by_rules(question: &str, web: bool) -> Route {
         by: RoutedBy::Rules,
         kind: Some(kind),
     }
+}
+
+/// The rules' route when they read the question by a phrase of its kind or by its shape
+/// (several questions, a long one, a bare topic); `None` when they could only guess (a few
+/// words of no known form), which is where a model's reading is worth its call. A small
+/// model reads the marked forms worse than the rules do (on the labelled set, 106 of 134
+/// routed as labelled by the model alone, against 132 by the rules), so it is asked only
+/// about the rest.
+pub fn by_rules_when_sure(question: &str, web: bool) -> Option<Route> {
+    let (kind, what) = kind_of(question);
+    (!what.is_empty() || kind == Kind::Brief).then(|| Route {
+        mode: kind.mode(web),
+        reason: kind.reason(web, &what),
+        by: RoutedBy::Rules,
+        kind: Some(kind),
+    })
 }
 
 #[cfg(test)]
@@ -874,6 +1001,19 @@ mod tests {
             let r = by_rules(q, true);
             assert_eq!(r.mode, want, "{q}: {}", r.reason);
             assert!(!r.reason.is_empty());
+        }
+        // Marked forms and shapes are the rules' to route; a few words of no known form
+        // are left to a model.
+        for q in [
+            "What is a closure in Rust?",
+            "What's in Rust 1.95?",
+            "What is a closure? When does it capture by reference? How is it stored?",
+            "ownership",
+        ] {
+            assert!(by_rules_when_sure(q, true).is_some(), "{q}");
+        }
+        for q in ["bee winter survival", "cargo features default"] {
+            assert!(by_rules_when_sure(q, true).is_none(), "{q}");
         }
         let r = by_rules("What is the latest release of Python?", false);
         assert_eq!(r.mode, Mode::Deep, "no web search: {}", r.reason);
