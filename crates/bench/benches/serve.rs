@@ -14,7 +14,7 @@
 //! and the ratios of both Fathom servers to the Python one. A peer run that does not end is
 //! counted and said, not folded into the figures.
 //!
-//! `cargo bench -p fathom-cli --bench serve` (env: FATHOM_BENCH_RUNS, default 64;
+//! `cargo bench -p fathom-bench --bench serve` (env: FATHOM_BENCH_RUNS, default 64;
 //! FATHOM_BENCH_CONCURRENCY, default 8; FATHOM_BENCH_CLIENTS, default 1;
 //! FATHOM_BENCH_DATABASE_URL=postgres://... for Fathom on Postgres, else SQLite;
 //! FATHOM_BENCH_CONFIG=FILE for the config `fathom serve` runs with; FATHOM_BENCH_BIN=PATH to
@@ -29,12 +29,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use eventsource_stream::Eventsource;
+use fathom_bench::{env_usize, percentile, process};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-
-#[path = "common/process.rs"]
-mod process;
 
 const QUESTION: &str = "How does ownership work in Rust?";
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -231,11 +229,6 @@ struct LoadResult {
     cpu_ms_per_run: f64,
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 /// `runs` runs, `concurrency` at a time: each of `concurrency` users starts a run, follows
 /// it with `clients` streams, approves it, and starts the next once it ended.
 async fn load(
@@ -395,14 +388,6 @@ fn clients_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../pyproject-compat/clients")
 }
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(default)
-}
-
 fn report(name: &str, r: &LoadResult) {
     println!(
         "{name:<34} {:>8.2} runs/s   cpu {:>7.2} ms/run   resume p50 {:>7.3} ms  p99 {:>7.3} ms   plan p50 {:>7.1} ms  p99 {:>7.1} ms   rss idle {:>6.1} MiB  peak {:>6.1} MiB   streams cut short {}/{}   runs not ended {}",
@@ -454,7 +439,8 @@ async fn main() {
     println!("fathom on {on}, corpus {}", corpus.display());
     // FATHOM_BENCH_BIN serves with another build (an earlier one, say), as the research
     // bench does.
-    let bin = std::env::var("FATHOM_BENCH_BIN").unwrap_or(env!("CARGO_BIN_EXE_fathom").into());
+    let bin =
+        std::env::var_os("FATHOM_BENCH_BIN").map_or_else(fathom_bench::fathom_bin, PathBuf::from);
     let mut cmd = Command::new(bin);
     cmd.current_dir(tmp.path())
         .env_remove("DATABASE_URL")

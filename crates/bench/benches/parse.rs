@@ -7,11 +7,9 @@
 //! - Fetch plus parse of 100 loopback pages through the SSRF-safe fetcher, 8 at a time,
 //!   against one at a time; and against fetching alone.
 //!
-//! `cargo bench -p fathom-cli --bench parse`
+//! `cargo bench -p fathom-bench --bench parse`
 
-mod common;
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -130,7 +128,7 @@ fn pdf(rt: &tokio::runtime::Runtime, pdfs: &[Vec<u8>]) {
         }
     });
     let sandbox = PdfSandbox {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_fathom")),
+        program: fathom_bench::fathom_bin(),
         args: vec!["pdf-worker".into()],
         limits: PdfLimits::default(),
     };
@@ -219,7 +217,7 @@ fn fetch_and_parse(rt: &tokio::runtime::Runtime, pages: &[(String, Vec<u8>)]) {
 
 fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let pages = pages(&common::book());
+    let pages = pages(&fathom_bench::book());
     println!(
         "cores: {}",
         std::thread::available_parallelism().map_or(0, |n| n.get())

@@ -12,7 +12,7 @@
 //!   start to their end), beside 20 runs x 1 client;
 //! - warnings and errors in the server's log.
 //!
-//! `cargo bench -p fathom-cli --bench parked`. Env: FATHOM_BENCH_PARKED=N (default 10000),
+//! `cargo bench -p fathom-bench --bench parked`. Env: FATHOM_BENCH_PARKED=N (default 10000),
 //! FATHOM_BENCH_APPROVALS=K (default 50), FATHOM_BENCH_WINDOW_SECS (default 30: longer than
 //! the 25 s heartbeat, so every stream's heartbeat falls in the window),
 //! FATHOM_BENCH_DATABASE_URL=postgres://... to run on Postgres (a fresh database is created
@@ -29,13 +29,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use fathom_bench::{env_usize, percentile, process};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use sqlx::Connection as _;
 use tokio::sync::{Notify, mpsc};
-
-#[path = "common/process.rs"]
-mod process;
 
 const QUESTION: &str = "How does ownership work in Rust?";
 /// Runs started at once.
@@ -138,7 +136,7 @@ fn raise_nofile() -> u64 {
 
 fn start_server(dir: &Path, database: &str, corpus: &Path) -> Server {
     let log = dir.join("server.log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fathom"));
+    let mut cmd = Command::new(fathom_bench::fathom_bin());
     cmd.current_dir(dir)
         .env_remove("DATABASE_URL")
         .env_remove("FATHOM_API_KEY")
@@ -354,11 +352,6 @@ async fn approve_and_time(http: &reqwest::Client, api: &str, id: &str, reader: &
     latency.as_secs_f64() * 1000.0
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     (percentile(&v, 0.5), percentile(&v, 0.99))
@@ -509,14 +502,6 @@ async fn running_clients(
         println!("  server log ({problems} problems): {l}");
     }
     (peak - before, before, cut)
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(default)
 }
 
 /// On Postgres, a fresh database for this run beside the one named: (its URL, a guard that

@@ -9,11 +9,9 @@
 //! `fathom eval` reports per question: its process's CPU (every thread) from the run's start
 //! to its end, without eval's own checking of the report afterwards.
 //!
-//! `cargo bench -p fathom-cli --bench research [-- CORPUS_DIR]`
+//! `cargo bench -p fathom-bench --bench research [-- CORPUS_DIR]`
 // Unsafe: getrusage(2), the children's CPU time as the kernel counted it.
 #![allow(unsafe_code)]
-
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -59,9 +57,11 @@ fn fathom(work: &Path, args: &[&str]) -> Figures {
 
 /// [`fathom`], with what the command printed.
 fn fathom_out(work: &Path, args: &[&str]) -> (Figures, String) {
+    // FATHOM_BENCH_BIN measures another build (an earlier one, say) the same way. Taken
+    // before the CPU count starts: the first call builds fathom.
+    let bin =
+        std::env::var_os("FATHOM_BENCH_BIN").map_or_else(fathom_bench::fathom_bin, PathBuf::from);
     let (u0, s0) = children_cpu();
-    // FATHOM_BENCH_BIN measures another build (an earlier one, say) the same way.
-    let bin = std::env::var("FATHOM_BENCH_BIN").unwrap_or(env!("CARGO_BIN_EXE_fathom").into());
     let out = Command::new(bin)
         .current_dir(work)
         .env_remove("DATABASE_URL")
@@ -136,7 +136,7 @@ fn main() {
         .skip(1)
         .find(|a| !a.starts_with('-'))
         .map(PathBuf::from)
-        .unwrap_or_else(common::book);
+        .unwrap_or_else(fathom_bench::book);
     let c = corpus.to_str().unwrap();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
