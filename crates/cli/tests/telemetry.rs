@@ -311,6 +311,9 @@ async fn a_run_is_one_trace_and_logs_are_json() {
                     "research",
                     "What did the survey measure?",
                     "--yes",
+                    // Researched in full: the rules would answer it directly.
+                    "--set",
+                    "mode=deep",
                     "-o",
                     "r.md",
                 ])
