@@ -66,6 +66,7 @@
 //! [`Engine::announce`], other processes' commits); where no change feed relays those, one
 //! poller per process looks for changed runs on behalf of every reader.
 
+mod config;
 mod context;
 mod error;
 mod event;
@@ -77,6 +78,7 @@ pub mod store;
 mod telemetry;
 mod workflow;
 
+pub use config::EngineSection;
 pub use context::{Ctx, CtxParts, LIVE_FLUSH, StepEffects};
 pub use error::{BoxError, EngineError, ErrorChain, StepError};
 pub use event::{

@@ -15,6 +15,7 @@
 //!   between requests to one host.
 
 pub mod address;
+pub mod config;
 pub mod robots;
 
 use std::collections::HashMap;
@@ -26,6 +27,7 @@ use futures_util::StreamExt;
 use reqwest::header::{CONTENT_TYPE, LOCATION};
 use url::{Host, Url};
 
+pub use config::FetchSection;
 pub use robots::Robots;
 
 #[derive(Debug, Clone)]

@@ -7,12 +7,14 @@
 //! stall detector are ours, and a scripted loopback server can test all of them.
 
 mod calls;
+mod config;
 mod json;
 mod openai;
 mod repetition;
 mod types;
 
 pub use calls::calls_in_text;
+pub use config::{LlmSection, RoleSection};
 pub use json::{parse_loose_json, strict_schema};
 pub use openai::{ModelConfig, OpenAiChat};
 pub use types::{

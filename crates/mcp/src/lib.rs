@@ -9,6 +9,9 @@
 //! MCP servers' tools for the researchers.
 
 pub mod client;
+pub mod config;
+
+pub use config::McpSection;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

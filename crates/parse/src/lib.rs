@@ -6,12 +6,14 @@
 //! isolated worker process ([`pdf::PdfSandbox`]). The [`text`] module holds the word and
 //! sentence tools the index and the writers share. Knows nothing of runs.
 
+pub mod config;
 mod document;
 pub mod docx;
 pub mod nesting;
 pub mod pdf;
 pub mod text;
 
+pub use config::ParseSection;
 pub use document::{
     ContentParser, DocKind, Extraction, ExtractionMethod, ParseError, ParsedDoc, decode_text,
     parse_content, parse_content_as, pdf_to_doc,

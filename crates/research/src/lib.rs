@@ -18,9 +18,12 @@
 //! - [`parsed`]: a document read and stored, as the run's events and state name it.
 //! - [`follow_up`]: a question on a saved session, answered from its sources first;
 //!   [`delivery`]: the report sent to a webhook or by email when done (`deliver_report`).
+//! - [`config`]: the sections of the config file research runs with (`research`,
+//!   `agent_data`, `delivery`; the agent's models over fathom-llm's `llm`).
 
 pub mod agent;
 pub mod checks;
+pub mod config;
 pub mod delivery;
 pub mod error;
 pub mod events;
@@ -36,6 +39,7 @@ pub mod tools;
 pub mod workflow;
 
 pub use checks::{check_decision, check_sources, check_start};
+pub use config::{AgentDataSection, DeliverySection, ResearchSection};
 pub use delivery::Delivery;
 pub use error::ResearchError;
 pub use events::{ApproveEvent, ResearchResult, ResearchStart};

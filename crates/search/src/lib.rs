@@ -6,7 +6,10 @@
 //! ([`web::WebFetcher`], `file://` from the corpus). Knows nothing of runs: the research
 //! tools journal what these return.
 
+pub mod config;
 pub mod web;
+
+pub use config::SearchSection;
 
 use std::sync::Arc;
 

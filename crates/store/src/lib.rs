@@ -10,6 +10,7 @@ mod backup;
 mod checkpoint;
 mod collections;
 mod commit;
+mod config;
 pub mod dialect;
 mod runs;
 mod sql;
@@ -25,6 +26,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use backup::Inventory;
+pub use config::StorageSection;
 pub use dialect::Dialect;
 
 /// How long a statement waits for a connection from the pool before the database counts as
