@@ -191,7 +191,10 @@ async fn eval_measures_citations_offline_and_with_the_agent() {
         let (s, c, q) = (setup.clone(), c.clone(), q.clone());
         tokio::task::spawn_blocking(move || {
             let mut cmd = fathom(&s, &["eval", "--corpus", &c, "--questions", &q, "--json"]);
-            if !agent {
+            if agent {
+                // Both researched in full: the rules would answer the second one directly.
+                cmd.args(["--set", "mode=deep"]);
+            } else {
                 // The offline writer, over the corpus.
                 cmd.env_remove("OPENAI_MODEL").env_remove("FATHOM_CONFIG");
             }
