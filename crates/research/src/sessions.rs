@@ -54,6 +54,7 @@ impl Sessions {
                 &self.scope,
                 &Filter::data_eq("research_id", id),
                 keep,
+                &[],
                 vec![record],
             )
             .await?;
