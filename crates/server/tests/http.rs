@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use fathom_engine::EngineConfig;
-use fathom_engine::store::RunStore;
+use fathom_engine::store::{RunStatus, RunStore};
 use fathom_research::Research;
 use fathom_server::{AppState, Deployment, ServerConfig};
 use fathom_store::Dialect;
@@ -658,6 +658,62 @@ async fn blocking_run_with_early_approval_and_many_readers() {
         )
         .await;
     assert_eq!(status, 409, "{body}");
+}
+
+/// A subscriber that arrives once the run waits at its gate, the approval prompt (the plan)
+/// emitted long before and nothing more to come until someone decides (llama-agents#560):
+/// opened as the web UI opens it, with no `after_sequence`, it is given the prompt from the
+/// stream's start without waiting for anything new; one resuming from just before the
+/// prompt (`Last-Event-ID`) gets it too. After the approval the first reads on to the result.
+async fn a_subscriber_arriving_after_the_prompt_gets_it(dialect: Dialect) {
+    let s = server(dialect, None).await;
+    let id = s.start(QUESTION).await;
+    let parked =
+        || async { s.db.store.get_run(&id).await.unwrap().unwrap().status == RunStatus::Waiting };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !parked().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never reached the gate"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut late = s.sse(&id, "", None).await;
+    let prompt = read_until(&mut late, is_plan).await;
+    assert_eq!(prompt[0].0, 0, "replayed from the stream's start");
+    let plan_seq = prompt.last().unwrap().0;
+    let mut resumed = s.sse(&id, "", Some(plan_seq - 1)).await;
+    let again = read_until(&mut resumed, is_plan).await;
+    assert_eq!(again.len(), 1, "resumed just before the prompt: {again:?}");
+    assert_eq!(again[0].0, plan_seq);
+    assert!(
+        parked().await,
+        "the prompt came from the stream, not from anything new"
+    );
+
+    let approve = json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}});
+    let (status, body) = s.post(&format!("{D}/events/{id}"), approve).await;
+    assert_eq!(status, 200, "{body}");
+    let rest = read_until(&mut late, is_stop).await;
+    let all: Vec<(i64, Value)> = prompt.into_iter().chain(rest).collect();
+    let ids: Vec<i64> = all.iter().map(|(i, _)| *i).collect();
+    assert_eq!(
+        ids,
+        (0..ids.len() as i64).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    assert_eq!(all.iter().filter(|(_, e)| is_plan(e)).count(), 1);
+    assert_eq!(all.last().unwrap().1["type"], "ResearchResult");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_arriving_after_the_prompt_gets_it_sqlite() {
+    a_subscriber_arriving_after_the_prompt_gets_it(Dialect::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_arriving_after_the_prompt_gets_it_postgres() {
+    a_subscriber_arriving_after_the_prompt_gets_it(Dialect::Postgres).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
