@@ -422,7 +422,9 @@ fn note(text: &str) -> fathom_engine::Envelope {
 
 /// Journaled calls put their stream events on the stream with their results (each once,
 /// even when the step runs again), parallel calls included; a stream write while a call is
-/// in flight is refused.
+/// in flight is refused. The step streams, then fails as a transient fault would, and is run
+/// again: each event is on the stream once, with no gap and no repeat (a stream written
+/// twice by a retried step, dbos-transact-py#770).
 async fn journaled_calls_stream_with_their_results(dialect: Dialect) {
     let db = fresh(dialect).await;
     let calls = Arc::new(AtomicU32::new(0));
@@ -502,6 +504,11 @@ async fn journaled_calls_stream_with_their_results(dialect: Dialect) {
     stop.send(true).unwrap();
     worker.await.unwrap();
     assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+    assert_eq!(
+        done.result.unwrap().value["attempts"],
+        2,
+        "the step failed once after streaming and was run again"
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 2, "each call ran once");
     let events = db.store.events_after(&run.id, -1, 100).await.unwrap();
     let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
@@ -1027,6 +1034,85 @@ async fn an_approval_sent_before_a_run_started_here_first_parks_is_taken_up(dial
     worker.await.unwrap();
 }
 
+/// An approval sent once the plan is on the stream, before the step that waits for it has
+/// looked (temporal-sa/money-transfer-demo#8, inngest#1433): kept in the run's mailbox and
+/// taken up by the wait, not lost. The waiting step is held before its wait until the
+/// approval is in, so the run cannot have parked before it arrived.
+async fn an_approval_sent_between_the_plan_event_and_the_wait_is_taken_up(dialect: Dialect) {
+    let db = fresh(dialect).await;
+    let (release, released) = tokio::sync::watch::channel(false);
+    let wf = Workflow::<St>::new::<Ask>("prompted")
+        .accepts_external::<ApproveEvent>()
+        .decision::<ApproveEvent>()
+        .step("draft_plan", |ctx: Ctx<St>, _: Ask| async move {
+            ctx.write_stream(&Note {
+                text: "the plan".into(),
+            })?;
+            ctx.send(Planned {})
+        })
+        .step("await_approval", move |ctx: Ctx<St>, _: Planned| {
+            let mut released = released.clone();
+            async move {
+                // Held before its wait until the approval is in (each time it runs).
+                let _ = released.wait_for(|r| *r).await;
+                let decision = ctx.wait_for::<ApproveEvent>().await?;
+                ctx.stop(&Answer {
+                    text: decision.feedback.unwrap_or_default(),
+                    rounds: 1,
+                })
+            }
+        })
+        .build();
+    let e = engine(&db, "between", wf);
+    let (stop, worker) = run_worker(&e);
+    let store = db.store.as_ref_store();
+    let run = e
+        .start(
+            "prompted",
+            json!({"question": "q"}),
+            StartOptions::default(),
+        )
+        .await
+        .unwrap();
+    // The plan is on the stream: a client has read it and decides.
+    let deadline = std::time::Instant::now() + WAIT;
+    while store
+        .events_after(&run.id, -1, 10)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "the plan never came");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(
+        (before.status, before.waiting_for),
+        (RunStatus::Running, None),
+        "the wait is not registered yet"
+    );
+    e.send(
+        &run.id,
+        "ApproveEvent",
+        json!({"approved": true, "feedback": "between"}),
+        None,
+    )
+    .await
+    .unwrap();
+    release.send(true).unwrap();
+    let done = wait_for_run(store, &run.id, WAIT, |r| r.status.is_terminal()).await;
+    assert_eq!(done.status, RunStatus::Completed, "{:?}", done.error);
+    assert_eq!(done.result.unwrap().value["text"], "between");
+    let events = store.events_after(&run.id, -1, 10).await.unwrap();
+    let types: Vec<(i64, &str)> = events
+        .iter()
+        .map(|e| (e.seq, e.envelope.event_type.as_str()))
+        .collect();
+    assert_eq!(types, [(0, "Note"), (1, "Answer")]);
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
+
 /// A step that panics takes its driver down, not the worker: the run's slot and its place
 /// among the runs driven here are given back, and its heartbeat stops, so the next run is
 /// driven at once and the panicked one is taken over once its lease runs out.
@@ -1390,6 +1476,7 @@ both!(
     runs_started_or_approved_here_share_the_slots_with_claimed_ones,
     a_step_that_panics_gives_its_slot_back,
     an_approval_sent_before_a_run_started_here_first_parks_is_taken_up,
+    an_approval_sent_between_the_plan_event_and_the_wait_is_taken_up,
     a_busy_worker_still_takes_over_a_run_whose_holder_died,
     an_approval_landing_as_the_run_parks_is_taken_up_without_polling,
     a_run_stored_by_an_older_version_is_upgraded,

@@ -396,6 +396,78 @@ async fn sigterm_cuts_off_a_stuck_step_after_the_grace_postgres() {
     sigterm_hands_the_run_over(Dialect::Postgres, None).await;
 }
 
+/// A cancel lands while a step of the run, driven by another process, is on its way to save
+/// the session: the worker is held just before that save. The API process (`serve
+/// --no-worker`) records the cancel and, before it answers, saves the session as cancelled;
+/// then the worker's step goes on and saves the session as it holds it, running, and its
+/// commit is refused. The session says cancelled, and still does once the worker has let the
+/// run go: the late save wrote nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_outlasts_a_session_save_from_another_process() {
+    let mut env = env(Dialect::Postgres).await;
+    // Leases of an hour: the worker learns of the cancel from its commit, not its heartbeat.
+    with_engine_config(&mut env, json!({"lease_ttl_seconds": 3600}));
+    let go_on = env.tmp.path().join("go-on");
+    let api = Served::spawn(&env, &["serve", "--no-worker"], &[], "serving deployment");
+    let worker = Served::spawn(
+        &env,
+        &["worker", "--worker-id", "saver"],
+        &[
+            ("FATHOM_CRASH_AT", "fetch_parse_sources:save_session"),
+            ("FATHOM_CRASH_HOLD_UNTIL", go_on.to_str().unwrap()),
+            // Says when it stops driving the run.
+            ("RUST_LOG", "fathom_engine=warn"),
+        ],
+        "driving runs",
+    );
+    let client = http();
+    let id = start_run(&client, &api.api()).await;
+    approve(&client, &api.api(), &id).await;
+    worker.wait_for_line("crash point fetch_parse_sources:save_session reached");
+    let store = fathom_store::SqlStore::connect(&env.db).await.unwrap();
+    let sessions = fathom_research::Sessions::new(
+        std::sync::Arc::new(store.clone()),
+        &fathom_testkit::research_config(),
+    );
+    let status = |session: Value| session["status"].as_str().unwrap_or_default().to_string();
+    assert_eq!(status(sessions.get(&id).await.unwrap()), "running");
+
+    let cancelled = client
+        .post(format!("{}/handlers/{id}/cancel", api.api()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200);
+    assert_eq!(
+        status(sessions.get(&id).await.unwrap()),
+        "cancelled",
+        "saved by the cancelling process before it answered"
+    );
+    std::fs::write(&go_on, b"").unwrap();
+    worker.wait_for_line("crash point fetch_parse_sources:save_session let go");
+    // After its save, the step's commit is refused: the run is no longer the worker's.
+    worker.wait_for_line("stopped driving run");
+    let session = sessions.get(&id).await.unwrap();
+    assert_eq!(status(session.clone()), "cancelled", "{session}");
+    let last = session["decisions"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["action"], "cancelled", "{session}");
+    let run = store.get_run(&id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Cancelled);
+    let events = stored_events(&store, &id).await;
+    let stops: Vec<&Value> = events
+        .iter()
+        .map(|(_, e)| e)
+        .filter(|e| {
+            e["types"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|x| x == "StopEvent"))
+        })
+        .collect();
+    assert_eq!(stops.len(), 1, "one stop event");
+    assert_eq!(stops[0]["type"], "WorkflowCancelledEvent");
+    assert_eq!(events.last().unwrap().1["type"], "WorkflowCancelledEvent");
+}
+
 /// Stopped by SIGTERM, `fathom serve` leaves its SQLite database as one file: the write-ahead
 /// log folded in, so a copy of `fathom.db` alone holds the runs it took.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -107,6 +107,12 @@ impl Field {
 
 const MAX_PATH_SEGMENTS: usize = 8;
 
+/// The segments of a dotted path into an item's `data` (`exports.pdf`), as a filter names
+/// its fields: letters, digits, `_` and `-`, at most eight levels.
+pub fn field_path(path: &str) -> Result<Vec<String>, FilterError> {
+    parse_path(path)
+}
+
 fn parse_path(path: &str) -> Result<Vec<String>, FilterError> {
     let segments: Vec<String> = path.split('.').map(str::to_string).collect();
     if segments.len() > MAX_PATH_SEGMENTS {
@@ -433,6 +439,11 @@ pub trait CollectionStore: Send + Sync + 'static {
     async fn get_item(&self, id: &str) -> StoreResult<Option<Item>>;
     /// Overwrites `data`; None if no such item.
     async fn update_item(&self, id: &str, data: Value) -> StoreResult<Option<Item>>;
+    /// Sets the value at `path` (dotted, see [`field_path`]) in item `id`'s data to `value`,
+    /// in one write that reads the data as it is then: what else it holds, written meanwhile
+    /// by others, is kept. Where an object on the way is missing (or is not an object), one is
+    /// made. None if no such item.
+    async fn set_field(&self, id: &str, path: &str, value: Value) -> StoreResult<Option<Item>>;
     async fn delete_item(&self, id: &str) -> StoreResult<bool>;
     async fn search(&self, query: &SearchQuery) -> StoreResult<SearchPage>;
     async fn aggregate(&self, query: &AggregateQuery) -> StoreResult<AggregatePage>;
@@ -444,11 +455,17 @@ pub trait CollectionStore: Send + Sync + 'static {
     /// With `keep`, an item matching `filter` that also matches `keep` is final: while one
     /// exists nothing is written and no item is returned. The check is part of the write, so
     /// a write that was already under way cannot undo a final record that lands first.
+    ///
+    /// `carry` names top-level fields that belong to the items, not to the records (an
+    /// export recorded in a session with [`CollectionStore::set_field`]): a record's own
+    /// values for them are ignored, and each new item has the value the item it replaces had
+    /// when the write took place (null where it had none). Records must then be objects.
     async fn replace_where(
         &self,
         scope: &CollectionScope,
         filter: &Filter,
         keep: Option<&Filter>,
+        carry: &[&str],
         data: Vec<Value>,
     ) -> StoreResult<Vec<Item>>;
 }

@@ -6,6 +6,8 @@
 //! query grammar only; `fathom-store` implements them on Postgres and SQLite. The engine does
 //! not use them. [`CollectionStore::replace_where`] replaces the items matching a filter in
 //! one write (a lone match in place): session snapshots are idempotent.
+//! [`CollectionStore::set_field`] sets one field of an item in one write, so that writers of
+//! different fields of one item do not undo each other.
 
 mod artifacts;
 mod collections;
@@ -14,7 +16,7 @@ pub use artifacts::{Artifact, ArtifactMeta, ArtifactStore};
 pub use collections::{
     AggregateGroup, AggregatePage, AggregateQuery, CollectionScope, CollectionStore, Condition,
     Field, Filter, FilterError, Item, MAX_EXACT_INTEGER, NewItem, Op, OrderBy, SearchPage,
-    SearchQuery, TopLevelField, format_timestamp_ms, parse_timestamp_ms,
+    SearchQuery, TopLevelField, field_path, format_timestamp_ms, parse_timestamp_ms,
 };
 
 /// The data stores fail as the engine's run store does: one error type for both, kept in a leaf

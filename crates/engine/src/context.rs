@@ -509,32 +509,60 @@ impl<S: Serialize + Clone> Ctx<S> {
 /// after the n-th journaled call of `<step>` has been stored, announcing it on stderr, so a
 /// test can SIGKILL it at a known point inside the step. `<step>:<label>` halts where the step
 /// calls [`Ctx::crash_point`] with that label instead (inside a call, before its result is
-/// stored), and `<step>:commit` halts when the step is done, before its commit. With `FATHOM_CRASH_HOLD_MS=<ms>` as well, the step is held there that long and
-/// then goes on (a slow step, for shutdown tests). Unset, this costs one lookup.
+/// stored), and `<step>:commit` halts when the step is done, before its commit. With
+/// `FATHOM_CRASH_HOLD_MS=<ms>` as well, the step is held there that long and then goes on (a
+/// slow step, for shutdown tests); with `FATHOM_CRASH_HOLD_UNTIL=<path>`, until a file is at
+/// `path` (a test lets the step go on once it has done what must happen meanwhile), saying so
+/// on stderr. Unset, this costs one lookup.
 pub(crate) async fn crash_point(step: &str, at: &str) {
-    type Target = Option<(String, String, Option<u64>)>;
-    static TARGET: std::sync::OnceLock<Target> = std::sync::OnceLock::new();
+    enum Hold {
+        Halt,
+        For(Duration),
+        Until(std::path::PathBuf),
+    }
+    static TARGET: std::sync::OnceLock<Option<(String, String, Hold)>> = std::sync::OnceLock::new();
     let target = TARGET.get_or_init(|| {
         let spec = std::env::var("FATHOM_CRASH_AT").ok()?;
         let (s, n) = spec.rsplit_once(':')?;
-        let hold = std::env::var("FATHOM_CRASH_HOLD_MS")
-            .ok()
-            .and_then(|ms| ms.parse().ok());
+        let hold = match (
+            std::env::var("FATHOM_CRASH_HOLD_MS")
+                .ok()
+                .and_then(|ms| ms.parse().ok()),
+            std::env::var_os("FATHOM_CRASH_HOLD_UNTIL"),
+        ) {
+            (Some(ms), _) => Hold::For(Duration::from_millis(ms)),
+            (None, Some(path)) => Hold::Until(path.into()),
+            (None, None) => Hold::Halt,
+        };
         Some((s.to_string(), n.to_string(), hold))
     });
-    if let Some((s, n, hold)) = target
-        && s == step
-        && n == at
-    {
-        match hold {
-            Some(ms) => {
-                eprintln!("fathom: crash point {step}:{at} reached, holding {ms} ms");
-                tokio::time::sleep(Duration::from_millis(*ms)).await;
+    let Some((s, n, hold)) = target else {
+        return;
+    };
+    if s != step || n != at {
+        return;
+    }
+    match hold {
+        Hold::For(ms) => {
+            eprintln!(
+                "fathom: crash point {step}:{at} reached, holding {} ms",
+                ms.as_millis()
+            );
+            tokio::time::sleep(*ms).await;
+        }
+        Hold::Until(path) => {
+            eprintln!(
+                "fathom: crash point {step}:{at} reached, holding until {} exists",
+                path.display()
+            );
+            while !path.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            None => {
-                eprintln!("fathom: crash point {step}:{at} reached, halting");
-                std::future::pending::<()>().await;
-            }
+            eprintln!("fathom: crash point {step}:{at} let go");
+        }
+        Hold::Halt => {
+            eprintln!("fathom: crash point {step}:{at} reached, halting");
+            std::future::pending::<()>().await;
         }
     }
 }

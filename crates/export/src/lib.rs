@@ -22,7 +22,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use document::{Document, ListedSource};
-pub use stored::{RENDERER_VERSION, SessionExports, StoredExport};
+pub use stored::{EXPORTS_FIELD, RENDERER_VERSION, SessionExports, StoredExport};
 
 /// Reports larger than this are refused: an export is read into memory whole, and no report
 /// a run writes comes near it.

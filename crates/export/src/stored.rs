@@ -3,10 +3,11 @@
 //! it was made from. Asked again for the same report, the stored file is returned; a changed
 //! report (or a newer writer, [`RENDERER_VERSION`]) makes a new one.
 //!
-//! The record is updated by reading it and writing it back, so two exports of one session at
-//! the same moment may each write their own entry and one may be lost from the record. Nothing
-//! is lost otherwise: the artifact stays stored, and because the writers are deterministic the
-//! next request makes the same bytes and records them again under the same `file_id`.
+//! An export's entry is written into the record in one write of that field alone
+//! ([`CollectionStore::set_field`]), so exports of one session at the same moment each keep
+//! their entry, and the workflow's own saves of the record keep them too: the session field
+//! [`EXPORTS_FIELD`] is the record's, not the snapshot's ([`CollectionStore::replace_where`]'s
+//! `carry`).
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -18,6 +19,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::{Document, ExportError, Format, MAX_REPORT_BYTES, render};
+
+/// The session record's field that holds its exports, by format name. It belongs to the
+/// record: a snapshot of the session saved by the workflow carries it over as it is.
+pub const EXPORTS_FIELD: &str = "exports";
 
 /// Bumped when a writer's output changes, so exports made by an older one are made again.
 /// 2: an escaped `\[n\]` is text, not a citation; table alignment is a class.
@@ -142,7 +147,7 @@ impl SessionExports {
         report_sha256: &str,
         file_name: &str,
     ) -> Result<Option<StoredExport>, ExportError> {
-        let entry = &session["exports"][format.name()];
+        let entry = &session[EXPORTS_FIELD][format.name()];
         let same_report = entry["report_sha256"].as_str() == Some(report_sha256)
             && entry["renderer"].as_u64() == Some(u64::from(RENDERER_VERSION));
         let Some(file_id) = entry["file_id"].as_str().filter(|_| same_report) else {
@@ -161,7 +166,7 @@ impl SessionExports {
         }))
     }
 
-    /// Writes `entry` into the session's `exports`, keeping what else the record holds now.
+    /// Writes `entry` into the session's exports, in one write of that entry alone.
     async fn record(
         &self,
         research_id: &str,
@@ -169,18 +174,14 @@ impl SessionExports {
         format: Format,
         entry: Value,
     ) -> Result<(), ExportError> {
+        let field = format!("{EXPORTS_FIELD}.{}", format.name());
         let mut item = read;
-        // The record is replaced whole when the workflow saves it (a new item id): read it
-        // once more and try again, at most once.
+        // Gone when a save of the workflow's replaced the record by a new item (it found two
+        // to replace): look it up once more and try again, at most once.
         for _ in 0..2 {
-            let mut data = item.data.clone();
-            if !data["exports"].is_object() {
-                data["exports"] = json!({});
-            }
-            data["exports"][format.name()] = entry.clone();
             if self
                 .collections
-                .update_item(&item.id, data)
+                .set_field(&item.id, &field, entry.clone())
                 .await?
                 .is_some()
             {

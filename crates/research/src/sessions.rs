@@ -7,6 +7,7 @@ use fathom_data::{
     CollectionScope, CollectionStore, Condition, Field, Filter, Op, OrderBy, SearchQuery,
     StoreError,
 };
+use fathom_export::EXPORTS_FIELD;
 use serde_json::{Value, json};
 
 use crate::error::ResearchError;
@@ -37,7 +38,9 @@ impl Sessions {
     /// Replaces the record of research `id` (or adds it), in one write. A record saying its
     /// run stopped (cancelled or failed) is final: a save of a live one meets it and writes
     /// nothing. A step's save already on its way when the run was cancelled can land after
-    /// the stop was recorded; it must not make the session look running again.
+    /// the stop was recorded; it must not make the session look running again. The exports
+    /// recorded in the session ([`EXPORTS_FIELD`]) are the record's, kept as they are when
+    /// the write lands, whatever `record` says.
     pub async fn put(&self, id: &str, record: Value) -> Result<(), StoreError> {
         let stopped = json!([SessionStatus::Cancelled, SessionStatus::Failed]);
         let stopped_items = Filter(vec![Condition {
@@ -54,6 +57,7 @@ impl Sessions {
                 &self.scope,
                 &Filter::data_eq("research_id", id),
                 keep,
+                &[EXPORTS_FIELD],
                 vec![record],
             )
             .await?;

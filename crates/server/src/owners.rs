@@ -28,6 +28,7 @@ pub(crate) async fn record(state: &AppState, run_id: &str, key: &str) -> ApiResu
             &scope(),
             &Filter::data_eq("run_id", run_id),
             None,
+            &[],
             vec![json!({"run_id": run_id, "key": key})],
         )
         .await?;

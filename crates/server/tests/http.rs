@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use fathom_engine::EngineConfig;
-use fathom_engine::store::RunStore;
+use fathom_engine::store::{RunStatus, RunStore};
 use fathom_research::Research;
 use fathom_server::{AppState, Deployment, ServerConfig};
 use fathom_store::Dialect;
@@ -658,6 +658,62 @@ async fn blocking_run_with_early_approval_and_many_readers() {
         )
         .await;
     assert_eq!(status, 409, "{body}");
+}
+
+/// A subscriber that arrives once the run waits at its gate, the approval prompt (the plan)
+/// emitted long before and nothing more to come until someone decides (llama-agents#560):
+/// opened as the web UI opens it, with no `after_sequence`, it is given the prompt from the
+/// stream's start without waiting for anything new; one resuming from just before the
+/// prompt (`Last-Event-ID`) gets it too. After the approval the first reads on to the result.
+async fn a_subscriber_arriving_after_the_prompt_gets_it(dialect: Dialect) {
+    let s = server(dialect, None).await;
+    let id = s.start(QUESTION).await;
+    let parked =
+        || async { s.db.store.get_run(&id).await.unwrap().unwrap().status == RunStatus::Waiting };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !parked().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never reached the gate"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut late = s.sse(&id, "", None).await;
+    let prompt = read_until(&mut late, is_plan).await;
+    assert_eq!(prompt[0].0, 0, "replayed from the stream's start");
+    let plan_seq = prompt.last().unwrap().0;
+    let mut resumed = s.sse(&id, "", Some(plan_seq - 1)).await;
+    let again = read_until(&mut resumed, is_plan).await;
+    assert_eq!(again.len(), 1, "resumed just before the prompt: {again:?}");
+    assert_eq!(again[0].0, plan_seq);
+    assert!(
+        parked().await,
+        "the prompt came from the stream, not from anything new"
+    );
+
+    let approve = json!({"event": {"type": "ApproveEvent", "value": {"approved": true}}});
+    let (status, body) = s.post(&format!("{D}/events/{id}"), approve).await;
+    assert_eq!(status, 200, "{body}");
+    let rest = read_until(&mut late, is_stop).await;
+    let all: Vec<(i64, Value)> = prompt.into_iter().chain(rest).collect();
+    let ids: Vec<i64> = all.iter().map(|(i, _)| *i).collect();
+    assert_eq!(
+        ids,
+        (0..ids.len() as i64).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    assert_eq!(all.iter().filter(|(_, e)| is_plan(e)).count(), 1);
+    assert_eq!(all.last().unwrap().1["type"], "ResearchResult");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_arriving_after_the_prompt_gets_it_sqlite() {
+    a_subscriber_arriving_after_the_prompt_gets_it(Dialect::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_arriving_after_the_prompt_gets_it_postgres() {
+    a_subscriber_arriving_after_the_prompt_gets_it(Dialect::Postgres).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1664,6 +1720,116 @@ async fn session_exports_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_exports_postgres() {
     session_exports(Dialect::Postgres).await;
+}
+
+/// One finished session exported 100 times at once, in mixed formats, while follow-ups of it
+/// start: every format's export is recorded in the session (none lost to another written at
+/// the same moment), the rest of the record is as the run left it, and every follow-up runs
+/// to its end with its own session.
+async fn exports_and_follow_ups_at_once(dialect: Dialect) {
+    const EXPORTS: usize = 100;
+    const FOLLOW_UPS: usize = 10;
+    const FORMATS: [&str; 3] = ["pdf", "docx", "html"];
+    let s = Arc::new(server(dialect, None).await);
+    let quick = json!({"require_approval": false});
+    let (status, handler) = s
+        .post(
+            &format!("{D}/workflows/deep-research/run"),
+            json!({"start_event": {"query": QUESTION, "settings": quick}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{handler}");
+    let parent = handler["handler_id"].as_str().unwrap().to_string();
+    let before = session_record(&s, &parent).await;
+
+    let mut exports = tokio::task::JoinSet::new();
+    let mut follow_ups = tokio::task::JoinSet::new();
+    for i in 0..EXPORTS {
+        let (server, of) = (s.clone(), parent.clone());
+        exports.spawn(async move {
+            let format = FORMATS[i % FORMATS.len()];
+            let path = format!("{D}/sessions/{of}/export?format={format}");
+            // A 503 (every database connection busy for a moment) did nothing: asked again,
+            // as a client told to retry does.
+            let deadline = tokio::time::Instant::now() + DEADLINE;
+            let resp = loop {
+                let resp = server.http.get(server.url(&path)).send().await.unwrap();
+                if resp.status() != 503 || tokio::time::Instant::now() > deadline {
+                    break resp;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            assert_eq!(resp.status(), 200, "export {i} ({format})");
+            let file_id = resp.headers()["x-fathom-file-id"].to_str().unwrap();
+            (format, file_id.to_string())
+        });
+        if i % (EXPORTS / FOLLOW_UPS) == 0 {
+            let (s, parent, quick) = (s.clone(), parent.clone(), quick.clone());
+            follow_ups.spawn(async move {
+                let (status, body) = s
+                    .post(
+                        &format!("{D}/workflows/deep-research/run-nowait"),
+                        json!({"start_event": {"query": format!("What are the ownership rules in Rust? ({i})"),
+                               "follow_up_of": parent, "settings": quick}}),
+                    )
+                    .await;
+                assert_eq!(status, 200, "follow-up {i}: {body}");
+                body["handler_id"].as_str().unwrap().to_string()
+            });
+        }
+    }
+    let mut made: Vec<(&str, String)> = exports.join_all().await;
+    made.sort();
+    made.dedup();
+    assert_eq!(
+        made.len(),
+        FORMATS.len(),
+        "one file per format, however often made: {made:?}"
+    );
+    let session = session_record(&s, &parent).await;
+    for (format, file_id) in &made {
+        assert_eq!(
+            session["exports"][format]["file_id"],
+            file_id.as_str(),
+            "{format} not recorded: {}",
+            session["exports"]
+        );
+    }
+    for field in ["status", "report_markdown", "sources", "plan", "decisions"] {
+        assert_eq!(session[field], before[field], "{field}");
+    }
+
+    let ids = follow_ups.join_all().await;
+    assert_eq!(ids.len(), FOLLOW_UPS);
+    for id in &ids {
+        let deadline = tokio::time::Instant::now() + DEADLINE * 2;
+        let handler = loop {
+            let (status, handler) = s.get(&format!("{D}/handlers/{id}")).await;
+            if status != 202 {
+                assert_eq!(status, 200, "follow-up {id}: {handler}");
+                break handler;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "follow-up {id} still running"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(handler["result"]["value"]["parent_id"], parent.as_str());
+        let record = session_record(&s, id).await;
+        assert_eq!(record["status"], "completed", "{record}");
+        assert_eq!(record["parent_id"], parent.as_str());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exports_and_follow_ups_at_once_sqlite() {
+    exports_and_follow_ups_at_once(Dialect::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exports_and_follow_ups_at_once_postgres() {
+    exports_and_follow_ups_at_once(Dialect::Postgres).await;
 }
 
 /// Follow-ups over HTTP: `follow_up_of` (or `parent_id`) in the start event. One on a

@@ -2,7 +2,7 @@ use async_trait::async_trait;
 use fathom_data::{
     AggregateGroup, AggregatePage, AggregateQuery, CollectionScope, CollectionStore, Condition,
     Field, Filter, Item, NewItem, Op, OrderBy, SearchPage, SearchQuery, StoreError, StoreResult,
-    TopLevelField,
+    TopLevelField, field_path,
 };
 use fathom_engine::store::now_ms;
 use serde_json::{Map, Value};
@@ -297,6 +297,39 @@ fn page_size(n: i64) -> i64 {
     if n <= 0 { 10 } else { n.min(MAX_PAGE_SIZE) }
 }
 
+/// The fields of `carry`, checked, with every record's own values for them set to null (what
+/// a new item that replaces none holds).
+fn carried_fields(carry: &[&str], records: &mut [Value]) -> StoreResult<Vec<String>> {
+    let mut fields = Vec::with_capacity(carry.len());
+    for field in carry {
+        match field_path(field)
+            .map_err(|e| StoreError::Invalid(e.0))?
+            .as_slice()
+        {
+            [one] => fields.push(one.clone()),
+            _ => {
+                return Err(StoreError::Invalid(format!(
+                    "'{field}' is not a top-level field to carry"
+                )));
+            }
+        }
+    }
+    if fields.is_empty() {
+        return Ok(fields);
+    }
+    for record in records {
+        let Some(object) = record.as_object_mut() else {
+            return Err(StoreError::Invalid(
+                "a record that carries fields must be an object".into(),
+            ));
+        };
+        for field in &fields {
+            object.insert(field.clone(), Value::Null);
+        }
+    }
+    Ok(fields)
+}
+
 async fn insert_items(
     store: &SqlStore,
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
@@ -395,6 +428,32 @@ impl CollectionStore for SqlStore {
         row.as_ref()
             .map(|r| item_from_row(self.dialect, r))
             .transpose()
+    }
+
+    async fn set_field(&self, id: &str, path: &str, value: Value) -> StoreResult<Option<Item>> {
+        let d = self.dialect;
+        let segments = field_path(path).map_err(|e| StoreError::Invalid(e.0))?;
+        let text = serde_json::to_string(&to_stored(d, value))
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let mut p = Params::default();
+        let value = p.text(text);
+        let data = d.set_at(&mut p, &segments, &value);
+        let id = p.text(id);
+        let turn = self.write_turn().await;
+        let now = p.int(now_ms());
+        let sql = format!(
+            "UPDATE collection_items SET data = {data}, updated_at = {now} WHERE id = {id} \
+             RETURNING {}",
+            item_cols(d)
+        );
+        let row = p
+            .query(sql)
+            .fetch_optional(&self.db)
+            .await
+            .map_err(db_err)?;
+        drop(turn);
+        self.count_commit();
+        row.as_ref().map(|r| item_from_row(d, r)).transpose()
     }
 
     async fn delete_item(&self, id: &str) -> StoreResult<bool> {
@@ -567,9 +626,11 @@ impl CollectionStore for SqlStore {
         scope: &CollectionScope,
         filter: &Filter,
         keep: Option<&Filter>,
-        data: Vec<Value>,
+        carry: &[&str],
+        mut data: Vec<Value>,
     ) -> StoreResult<Vec<Item>> {
         let d = self.dialect;
+        let carry = carried_fields(carry, &mut data)?;
         // The items it may replace: those matching `filter` that `keep` does not hold. As a
         // condition on each row, Postgres checks it again on a row another write changed
         // while this one waited for its lock.
@@ -581,18 +642,19 @@ impl CollectionStore for SqlStore {
             }
         };
         // The common case, one record saved again (a session after each step): its item is
-        // updated in place, in one statement, keeping its id.
+        // updated in place, in one statement, keeping its id and the fields it carries as
+        // they are when the statement writes.
         if let [record] = data.as_slice() {
             let mut p = Params::default();
             let wh = open(&mut p);
             let text = serde_json::to_string(&to_stored(d, record.clone()))
                 .map_err(|e| StoreError::Invalid(e.to_string()))?;
             let text = p.text(text);
+            let new_data = d.with_carried(&mut p, &text, &carry);
             let turn = self.write_turn().await;
             let now = p.int(now_ms());
             let sql = format!(
-                "UPDATE collection_items SET data = {}, updated_at = {now} WHERE {wh} RETURNING {}",
-                d.json_in(&text),
+                "UPDATE collection_items SET data = {new_data}, updated_at = {now} WHERE {wh} RETURNING {}",
                 item_cols(d)
             );
             let rows = p.query(sql).fetch_all(&self.db).await.map_err(db_err)?;
@@ -618,8 +680,12 @@ impl CollectionStore for SqlStore {
         }
         let mut p = Params::default();
         let wh = open(&mut p);
-        p.query(format!("DELETE FROM collection_items WHERE {wh}"))
-            .execute(&mut *tx)
+        let replaced = p
+            .query(format!(
+                "DELETE FROM collection_items WHERE {wh} RETURNING {}",
+                item_cols(d)
+            ))
+            .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
         if let Some(k) = keep {
@@ -640,6 +706,23 @@ impl CollectionStore for SqlStore {
             if held > 0 {
                 tx.rollback().await.map_err(db_err)?;
                 return Ok(Vec::new());
+            }
+        }
+        if !carry.is_empty() {
+            // Several items replaced at once (or none): the first of them says, the one a
+            // search by the filter finds first (item ids sort in creation order), hence the
+            // one its readers and the writers of its fields used.
+            let replaced = replaced
+                .iter()
+                .map(|r| item_from_row(d, r))
+                .collect::<StoreResult<Vec<_>>>()?;
+            if let Some(first) = replaced.iter().min_by_key(|i| (i.created_at, i.id.clone())) {
+                for record in &mut data {
+                    for field in &carry {
+                        record[field.as_str()] =
+                            first.data.get(field.as_str()).cloned().unwrap_or_default();
+                    }
+                }
             }
         }
         let items = insert_items(self, &mut tx, scope, None, data).await?;

@@ -63,6 +63,98 @@ impl Dialect {
         Some(format!("data @> CAST({p} AS jsonb)"))
     }
 
+    /// `data` with the value at `segments` set to the JSON text parameter `value`, as one
+    /// expression: each object on the way is the one `data` holds there (at the time the
+    /// statement writes), or a new one where it holds none or something else.
+    pub(crate) fn set_at(self, params: &mut Params, segments: &[String], value: &str) -> String {
+        self.set_below(params, segments, 0, value)
+    }
+
+    /// [`Dialect::set_at`] from the object at `segments[..depth]` down.
+    fn set_below(
+        self,
+        params: &mut Params,
+        segments: &[String],
+        depth: usize,
+        value: &str,
+    ) -> String {
+        let Some(key) = segments.get(depth) else {
+            return match self {
+                Dialect::Postgres => format!("CAST({value} AS jsonb)"),
+                Dialect::Sqlite => format!("json({value})"),
+            };
+        };
+        let here = &segments[..depth];
+        let inner = self.set_below(params, segments, depth + 1, value);
+        match self {
+            Dialect::Postgres => {
+                let at = match here {
+                    [] => "data".to_string(),
+                    _ => format!("(data #> {})", self.path_param(params, here)),
+                };
+                let key = params.text(key.clone());
+                format!(
+                    "((CASE WHEN jsonb_typeof({at}) = 'object' THEN {at} ELSE CAST('{{}}' AS jsonb) END) \
+                     || jsonb_build_object(CAST({key} AS text), {inner}))"
+                )
+            }
+            Dialect::Sqlite => {
+                let object = match here {
+                    [] => {
+                        "(CASE WHEN json_type(data) = 'object' THEN data ELSE '{}' END)".to_string()
+                    }
+                    _ => {
+                        let at = self.path_param(params, here);
+                        format!(
+                            "(CASE WHEN json_type(data, {at}) = 'object' \
+                             THEN json_extract(data, {at}) ELSE '{{}}' END)"
+                        )
+                    }
+                };
+                let key = self.path_param(params, std::slice::from_ref(key));
+                format!("json_set({object}, {key}, {inner})")
+            }
+        }
+    }
+
+    /// The JSON text parameter `record` with its top-level fields `carry` set to the values
+    /// `data` holds for them (null where it holds none), as one expression.
+    pub(crate) fn with_carried(
+        self,
+        params: &mut Params,
+        record: &str,
+        carry: &[String],
+    ) -> String {
+        if carry.is_empty() {
+            return self.json_in(record);
+        }
+        match self {
+            Dialect::Postgres => {
+                let pairs: Vec<String> = carry
+                    .iter()
+                    .map(|k| {
+                        let key = params.text(k.clone());
+                        format!("CAST({key} AS text), data -> CAST({key} AS text)")
+                    })
+                    .collect();
+                format!(
+                    "(CAST({record} AS jsonb) || jsonb_build_object({}))",
+                    pairs.join(", ")
+                )
+            }
+            Dialect::Sqlite => {
+                let pairs: Vec<String> = carry
+                    .iter()
+                    .map(|k| {
+                        let at = self.path_param(params, std::slice::from_ref(k));
+                        format!("{at}, data -> {at}")
+                    })
+                    .collect();
+                format!("json_set({record}, {})", pairs.join(", "))
+            }
+        }
+    }
+
     /// The JSON value at `path` (for ordering: typed, missing is NULL).
     pub(crate) fn json_value(self, path: &str) -> String {
         match self {

@@ -42,6 +42,8 @@ both!(
     collections_aggregate,
     replace_where_is_idempotent,
     a_final_item_is_not_replaced,
+    set_field_writes_one_field_in_one_write,
+    a_snapshot_keeps_the_fields_its_item_carries,
     artifacts_are_content_addressed,
     deleting_a_run_deletes_its_rows_those_of_a_commit_holding_it_too,
 );
@@ -1143,6 +1145,7 @@ async fn replace_where_is_idempotent(s: SqlStore) {
                 &scope(),
                 &f,
                 None,
+                &[],
                 vec![json!({"research_id": "abc", "round": round})],
             )
             .await
@@ -1159,6 +1162,7 @@ async fn replace_where_is_idempotent(s: SqlStore) {
         &scope(),
         &Filter::data_eq("research_id", "other"),
         None,
+        &[],
         vec![json!({"research_id": "other"})],
     )
     .await
@@ -1183,6 +1187,7 @@ async fn replace_where_is_idempotent(s: SqlStore) {
                     &scope(),
                     &f,
                     None,
+                    &[],
                     vec![json!({"research_id": "together", "n": n})],
                 )
                 .await
@@ -1227,6 +1232,7 @@ async fn a_final_item_is_not_replaced(s: SqlStore) {
                 &scope(),
                 &f,
                 keep.as_ref(),
+                &[],
                 vec![json!({"research_id": "r1", "status": status})],
             )
             .await
@@ -1278,6 +1284,178 @@ async fn a_final_item_is_not_replaced(s: SqlStore) {
     tx.commit().await.unwrap();
     assert!(late.await.unwrap().is_empty(), "the late live save wrote");
     assert_eq!(stored().await.data["status"], "cancelled");
+}
+
+/// One field of an item set in one write: the objects on its way made where missing or not
+/// objects, the rest of the item kept, its time moved on. Writers of different fields of one
+/// item at once each keep theirs.
+async fn set_field_writes_one_field_in_one_write(s: SqlStore) {
+    let item = add(&s, json!({"name": "ann", "exports": null, "tags": "x"})).await;
+    let entry = json!({"file_id": "f1", "note": null, "ok": true, "text": "nul \u{0} here"});
+    let set = s
+        .set_field(&item.id, "exports.pdf", entry.clone())
+        .await
+        .unwrap()
+        .expect("the item");
+    assert_eq!(set.id, item.id);
+    assert_eq!(
+        set.data,
+        json!({"name": "ann", "exports": {"pdf": entry}, "tags": "x"})
+    );
+    assert!(set.updated_at >= item.updated_at);
+    s.set_field(&item.id, "exports.docx", json!("f2"))
+        .await
+        .unwrap();
+    s.set_field(&item.id, "deep.a-b.c", json!([1, null]))
+        .await
+        .unwrap();
+    s.set_field(&item.id, "tags.more", json!(false))
+        .await
+        .unwrap();
+    s.set_field(&item.id, "name", json!("bea")).await.unwrap();
+    let got = s.get_item(&item.id).await.unwrap().unwrap();
+    assert_eq!(
+        got.data,
+        json!({"name": "bea", "exports": {"pdf": entry, "docx": "f2"},
+               "deep": {"a-b": {"c": [1, null]}}, "tags": {"more": false}})
+    );
+    for bad in ["", "a..b", "a.b c", "x;drop"] {
+        assert!(
+            matches!(
+                s.set_field(&item.id, bad, json!(1)).await,
+                Err(StoreError::Invalid(_))
+            ),
+            "path '{bad}' accepted"
+        );
+    }
+    assert!(
+        s.set_field("missing", "x", json!(1))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let writes: Vec<_> = (0..40)
+        .map(|i| {
+            let (s, id) = (s.clone(), item.id.clone());
+            tokio::spawn(async move {
+                s.set_field(&id, &format!("exports.f{i}"), json!(i))
+                    .await
+                    .unwrap()
+                    .expect("the item")
+            })
+        })
+        .collect();
+    for w in writes {
+        w.await.unwrap();
+    }
+    let exports = s.get_item(&item.id).await.unwrap().unwrap().data["exports"].clone();
+    for i in 0..40 {
+        assert_eq!(exports[format!("f{i}")], i, "f{i} lost: {exports}");
+    }
+    assert_eq!(exports["pdf"], entry);
+}
+
+/// A snapshot written with `carry` leaves the carried field as its item holds it when the
+/// write lands: a record's own value for it is ignored, a first save has it null, and fields
+/// set meanwhile, by writers racing the snapshots, all stay. Several items replaced at once
+/// pass on the value of the one a search finds first.
+async fn a_snapshot_keeps_the_fields_its_item_carries(s: SqlStore) {
+    const CARRY: &[&str] = &["exports"];
+    let f = Filter::data_eq("research_id", "s1");
+    let save = |n: i64| {
+        let (s, f) = (s.clone(), f.clone());
+        async move {
+            s.replace_where(
+                &scope(),
+                &f,
+                None,
+                CARRY,
+                vec![json!({"research_id": "s1", "n": n, "exports": "the record's own"})],
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let first = save(0).await;
+    assert_eq!(
+        first[0].data,
+        json!({"research_id": "s1", "n": 0, "exports": null})
+    );
+    let id = first[0].id.clone();
+    s.set_field(&id, "exports.pdf", json!("p")).await.unwrap();
+    let again = save(1).await;
+    assert_eq!(again[0].id, id, "saved in place");
+    assert_eq!(
+        again[0].data,
+        json!({"research_id": "s1", "n": 1, "exports": {"pdf": "p"}})
+    );
+
+    // Snapshots and fields written at once: every field set stays.
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let snapshot = save(2 + i);
+        tasks.spawn(async move {
+            snapshot.await;
+        });
+        let (s, id) = (s.clone(), id.clone());
+        tasks.spawn(async move {
+            s.set_field(&id, &format!("exports.f{i}"), json!(i))
+                .await
+                .unwrap()
+                .expect("the item");
+        });
+    }
+    tasks.join_all().await;
+    let page = first_items(&s, f.clone()).await;
+    assert_eq!(page.total, Some(1));
+    let data = &page.items[0].data;
+    for i in 0..40 {
+        assert_eq!(data["exports"][format!("f{i}")], i, "f{i} lost: {data}");
+    }
+    assert_eq!(data["exports"]["pdf"], "p");
+
+    // Two items of one record (written before anything kept them to one): replaced by one,
+    // which carries the field of the one a search finds first, whose field was written.
+    let dup = Filter::data_eq("research_id", "dup");
+    let found = add(&s, json!({"research_id": "dup", "exports": "older"})).await;
+    add(&s, json!({"research_id": "dup", "exports": "newer"})).await;
+    assert_eq!(first_items(&s, dup.clone()).await.items[0].id, found.id);
+    s.set_field(&found.id, "exports", json!("written"))
+        .await
+        .unwrap();
+    let replaced = s
+        .replace_where(
+            &scope(),
+            &dup,
+            None,
+            CARRY,
+            vec![json!({"research_id": "dup"})],
+        )
+        .await
+        .unwrap();
+    assert_eq!(replaced.len(), 1);
+    assert_eq!(replaced[0].data["exports"], "written");
+    assert_eq!(first_items(&s, dup).await.total, Some(1));
+
+    let refused = |carry: &'static [&'static str], record: Value| {
+        let (s, f) = (s.clone(), f.clone());
+        async move {
+            matches!(
+                s.replace_where(&scope(), &f, None, carry, vec![record])
+                    .await,
+                Err(StoreError::Invalid(_))
+            )
+        }
+    };
+    assert!(refused(&["exports.pdf"], json!({"research_id": "s1"})).await);
+    assert!(refused(&["a b"], json!({"research_id": "s1"})).await);
+    assert!(refused(CARRY, json!(["not", "an", "object"])).await);
+    assert_eq!(
+        first_items(&s, f).await.items[0].data["exports"]["pdf"],
+        "p",
+        "a refused snapshot wrote nothing"
+    );
 }
 
 /// Waits, up to 20 s, until a statement of this Postgres database matching `like` waits for a

@@ -73,7 +73,7 @@ pub(super) async fn deliver_report(
         let done = email(&ctx, &deps, mail, &result).await?;
         ctx.edit_state(|s| s.delivery.get_or_insert_default().email = Some(done));
     }
-    deps.save_session(&ctx.state()).await?;
+    deps.save_step(&ctx).await?;
     Ok(Stop(result))
 }
 

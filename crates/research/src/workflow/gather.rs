@@ -115,7 +115,7 @@ pub(super) async fn run_web_research(
             s.artifacts.extend(artifacts);
             s.gathered = Some(gathered);
         });
-        deps.save_session(&ctx.state()).await?;
+        deps.save_step(&ctx).await?;
         return Ok(SourcesFound { hits });
     }
     let mut per_query: Vec<Vec<SearchHit>> = Vec::new();
@@ -192,7 +192,7 @@ pub(super) async fn run_web_research(
     }
     sources.extend(chosen.iter().map(SourceEntry::found));
     ctx.edit_state(|s| s.sources = sources);
-    deps.save_session(&ctx.state()).await?;
+    deps.save_step(&ctx).await?;
     Ok(SourcesFound { hits: chosen })
 }
 
@@ -289,7 +289,7 @@ pub(super) async fn fetch_parse_sources(
             Err(e) => mark_source(&ctx, &hit.url, Err(e)),
         }
     }
-    deps.save_session(&ctx.state()).await?;
+    deps.save_step(&ctx).await?;
     Ok(SourcesParsed { docs })
 }
 

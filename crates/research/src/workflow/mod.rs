@@ -62,6 +62,13 @@ pub struct ResearchDeps {
 }
 
 impl ResearchDeps {
+    /// Writes the session record as the step of `ctx` holds it. A crash point first
+    /// (`<step>:save_session`): a test can hold a step just before its save.
+    async fn save_step(&self, ctx: &RunCtx) -> Result<(), StepError> {
+        ctx.crash_point("save_session").await;
+        self.save_session(&ctx.state()).await
+    }
+
     /// Writes the session record: delete by `research_id` plus insert, in one transaction.
     async fn save_session(&self, state: &ResearchState) -> Result<(), StepError> {
         Sessions::new(self.sessions.clone(), &self.config)

@@ -109,7 +109,7 @@ async fn plan_round(
         };
         s.round
     });
-    deps.save_session(&ctx.state()).await?;
+    deps.save_step(&ctx).await?;
     Ok(PlanDrafted { round })
 }
 
@@ -190,7 +190,7 @@ pub(super) async fn await_approval(
         }
     };
     if !decision.approved {
-        deps.save_session(&ctx.state()).await?;
+        deps.save_step(&ctx).await?;
         return Ok(Either::Right(Replan {
             feedback: decision.feedback,
             answers: decision.answers.unwrap_or_default(),
@@ -245,6 +245,6 @@ pub(super) async fn await_approval(
         input: vec![ChatMessage::new("user", plan.to_text())],
         current_agent_name: RESEARCHER.into(),
     })?;
-    deps.save_session(&ctx.state()).await?;
+    deps.save_step(&ctx).await?;
     Ok(Either::Left(PlanApproved { plan }))
 }

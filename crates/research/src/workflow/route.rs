@@ -99,7 +99,7 @@ pub(super) async fn route_query(
     };
     let mode = record(&ctx, json!({"query": query, "mode": settings.mode}), chosen).await?;
     settle(&ctx, mode);
-    deps.save_session(&ctx.state()).await?;
+    deps.save_step(&ctx).await?;
     Ok(QueryRouted { mode })
 }
 
@@ -243,7 +243,7 @@ pub(super) async fn investigate_background(
         s.status = SessionStatus::Running;
         s.sources = read.iter().map(SourceEntry::found).collect();
     });
-    deps.save_session(&ctx.state()).await?;
+    deps.save_step(&ctx).await?;
     Ok(Either::Right(SourcesFound { hits: read }))
 }
 

@@ -180,7 +180,7 @@ pub(super) async fn synthesize_and_patch(
         tool_calls: Vec::new(),
         retry_messages: Vec::new(),
     })?;
-    deps.save_session(&ctx.state()).await?;
+    deps.save_step(&ctx).await?;
     Ok(ReportWritten {})
 }
 
@@ -323,16 +323,13 @@ pub(super) async fn persist_session(
     };
     let settings = state.settings()?;
     if !settings.wants_delivery() {
-        deps.save_session(&state).await?;
+        deps.save_step(&ctx).await?;
         return Ok(Either::Left(Stop(result)));
     }
     // Recorded as pending with the session's completion, so a reader sees the report is
     // done and on its way.
     let delivery = super::deliver::pending(&ctx, &deps, settings)?;
-    let state = ctx.edit_state(|s| {
-        s.delivery = Some(delivery);
-        s.clone()
-    });
-    deps.save_session(&state).await?;
+    ctx.edit_state(|s| s.delivery = Some(delivery));
+    deps.save_step(&ctx).await?;
     Ok(Either::Right(DeliverReport { result }))
 }
